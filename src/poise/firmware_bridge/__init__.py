@@ -1,0 +1,1 @@
+"""poise.firmware_bridge."""
