@@ -76,6 +76,8 @@ class MechanicalModel(TaskModel, Protocol):
     """Number of actuators (actuated coordinates)."""
     C: FloatArray
     """Change of coordinates ``[qa; qu] = C q`` (n, n); rows ``:m`` are ``A``."""
+    C_inv: FloatArray
+    """``C⁻¹`` (n, n), precomputed: ``q = C⁻¹ [qa; qu]``."""
     qa_min: FloatArray
     """Lower actuator limits (m,) [actuator units: m for tendons, rad for motors]."""
     qa_max: FloatArray

@@ -1,0 +1,330 @@
+"""Family ``planar_pcc``: planar piecewise-constant-curvature (soft) arm.
+
+Segment k has length ``L_k`` and bending angle ``θ_k = q_k`` (curvature × length,
+counter-clockwise). Its start direction is ``ψ_k = ψ_base + Σ_{j<k} θ_j``. In complex notation
+(``x + i y``) the point at arc fraction ``s`` of segment k, relative to the segment's start, is
+
+    T_k(s) = L_k s e^{iψ_k} f₀(i θ_k s),      f_d(z) = ∫₀¹ tᵈ e^{zt} dt,
+
+and a point at fraction ``s`` of segment i is ``p = base + Σ_{k<i} T_k(1) + T_i(s)``. The
+``f_d`` are entire (no ``sin θ / θ`` singularity): evaluated by their Taylor series for small
+``|z|`` and by the recurrence ``f_d = (e^z − d f_{d−1}) / z`` otherwise. With ``f_d' = f_{d+1}``:
+
+* ``∂T_k/∂θ_j = i T_k`` (j < k),  ``∂T_k/∂θ_k = D_k = i L s² e^{iψ} f₁(iθs)``;
+* ``∂²T_k/∂θ_j∂θ_l = −T_k`` (j, l < k), ``i D_k`` (j < k = l), ``D2_k = −L s³ e^{iψ} f₂(iθs)``
+  (j = l = k).
+
+The mass of each segment sits on ``mass_points_per_segment`` points at the midpoints of equal
+sub-arcs (``s = (2j + 1) / (2P)``); the same points give the gravity potential
+``U_g = g Σ m_p y_p``, the mass matrix ``M = Σ m_p J_pᵀ J_p`` (point masses: no rotational
+terms) and the bias ``Σ m_p J_pᵀ a_p`` with ``a_p = Σ_jl ∂²p/∂q_j∂q_l q̇_j q̇_l``, so
+statics and dynamics are consistent. Elastic energy ``½ Σ k_i (θ_i − θ_rest,i)²``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from poise.models.base import FloatArray
+from poise.models.planar_tree import DIRECTIONS, read_direction
+from poise.models.registry import Fields, actuation_matrix, limit_list, limits
+
+_SERIES_RADIUS = 1.0
+_SERIES_TERMS = 22  # |z|^22 / 22! < 1e-21 for |z| < 1
+_TOP_KEYS = ("family", "name", "description", "aliases", "gravity", "base", "zero_direction",
+             "mass_points_per_segment", "segments", "actuation", "task")
+_SEG_KEYS = ("length", "mass", "stiffness", "rest", "damping", "q_min", "q_max")
+DRAW_POINTS_PER_SEGMENT = 12
+_Fractions = tuple[FloatArray, FloatArray, np.ndarray]  # (frac, distinct values, flat index)
+
+
+def f_funcs(z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``f₀, f₁, f₂`` at complex ``z`` (any shape), with ``f_d(z) = ∫₀¹ tᵈ e^{zt} dt``.
+
+    Taylor series ``f_d = Σ_k zᵏ / (k! (k + d + 1))`` for ``|z| < 1``; elsewhere the
+    recurrence ``f₀ = (e^z − 1)/z``, ``f_d = (e^z − d f_{d−1})/z``, whose cancellation is
+    harmless for ``|z| ≥ 1`` (absolute error ~1e-15 on both sides of the switch).
+    """
+    z = np.asarray(z, dtype=complex)
+    small = np.abs(z) < _SERIES_RADIUS
+    zs = np.where(small, z, 0.0)
+    powers = np.cumprod(np.broadcast_to(zs[..., None], (*zs.shape, _SERIES_TERMS)), axis=-1)
+    series = _SERIES_COEFFS[0] + powers @ _SERIES_COEFFS[1:]  # (..., 3)
+    zl = np.where(small, 1.0, z)
+    ez = np.exp(zl)
+    f0 = (ez - 1.0) / zl
+    f1 = (ez - f0) / zl
+    f2 = (ez - 2.0 * f1) / zl
+    return (np.where(small, series[..., 0], f0), np.where(small, series[..., 1], f1),
+            np.where(small, series[..., 2], f2))
+
+
+def _series_coefficients() -> FloatArray:
+    """(K + 1, 3): ``1 / (k! (k + d + 1))`` for k = 0…K, d = 0, 1, 2."""
+    k = np.arange(_SERIES_TERMS + 1)[:, None]
+    fact = np.array([math.factorial(int(i)) for i in k[:, 0]], dtype=float)[:, None]
+    return 1.0 / (fact * (k + np.arange(3)[None] + 1))
+
+
+_SERIES_COEFFS = _series_coefficients()
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One constant-curvature segment."""
+
+    length: float  # [m]
+    mass: float  # [kg]
+    stiffness: float  # [N·m/rad]
+    rest: float  # [rad]
+    damping: float  # [N·m·s/rad]
+    q_min: float  # [rad]
+    q_max: float  # [rad]
+
+
+@dataclass(frozen=True)
+class PCCSpec:
+    """Everything a model file says about a planar PCC arm (validated)."""
+
+    name: str
+    description: str
+    aliases: tuple[str, ...]
+    gravity: float
+    base: tuple[float, float]
+    zero_direction: str | float
+    points_per_segment: int
+    segments: tuple[Segment, ...]
+    m: int
+    C: FloatArray
+    qa_min: FloatArray
+    qa_max: FloatArray
+
+
+class PlanarPCC:
+    """Planar piecewise-constant-curvature arm with tendons, bending springs and gravity.
+
+    Task: the tip position ``(x, y)`` [m]. See the module docstring for the equations.
+    """
+
+    family = "planar_pcc"
+    task_kind = "position"
+    task_dim = 2
+    task_name = "tip_xy"
+
+    def __init__(self, spec: PCCSpec) -> None:
+        self.spec = spec
+        segs = spec.segments
+        n = len(segs)
+        P = spec.points_per_segment
+        self.name = spec.name
+        self.n = n
+        self.m = spec.m
+        self.gravity = spec.gravity
+        self.C = spec.C.copy()
+        self.C_inv = np.linalg.inv(self.C)
+        self.qa_min = spec.qa_min.copy()
+        self.qa_max = spec.qa_max.copy()
+        self.q_min = np.array([s.q_min for s in segs])
+        self.q_max = np.array([s.q_max for s in segs])
+        self.damping = np.array([s.damping for s in segs])
+        self.stiffness = np.array([s.stiffness for s in segs])
+        self.q_rest = np.array([s.rest for s in segs])
+        self.lengths = np.array([s.length for s in segs])
+        self.base = complex(*spec.base)
+        self.base_angle = spec.zero_direction if isinstance(spec.zero_direction, float) \
+            else DIRECTIONS[spec.zero_direction]
+        self.masses = np.repeat([s.mass / P for s in segs], P)
+        self.total_mass = float(self.masses.sum())
+        self.strict_lower = np.tril(np.ones((n, n)), -1)  # [k, j] = 1 if j < k
+        # Mass points: segment i, fraction s; as a (P·n, n) matrix of fractions per segment.
+        mass_seg = np.repeat(np.arange(n), P)
+        mass_s = np.tile((2 * np.arange(P) + 1) / (2 * P), n)
+        self._frac_mass = self._fractions(mass_seg, mass_s)
+        self._frac_tip = self._fractions(np.array([n - 1]), np.array([1.0]))
+        draw_s = np.linspace(0.0, 1.0, DRAW_POINTS_PER_SEGMENT + 1)[1:]
+        self._frac_draw = self._fractions(np.repeat(np.arange(n), draw_s.size),
+                                          np.tile(draw_s, n))
+
+    def _fractions(self, seg: np.ndarray, s: np.ndarray) -> _Fractions:
+        """Arc fractions of each segment before each of k points (1 before, s on its own).
+
+        Returns ``(frac (k, n), s_values (U,), flat index (k, n))``: the ``f_d`` are evaluated
+        once per distinct fraction and segment (U × n) and gathered, not k × n times.
+        """
+        k = np.arange(self.n)
+        frac = np.where(k[None] < seg[:, None], 1.0,
+                        np.where(k[None] == seg[:, None], s[:, None], 0.0))
+        values, inverse = np.unique(frac, return_inverse=True)
+        return frac, values, inverse.reshape(frac.shape) * self.n + k[None]
+
+    # ------------------------------------------------------------------ core evaluation
+
+    def _terms(self, q: FloatArray, fr: _Fractions, order: int):
+        """``T``, ``D``, ``D2`` (k, n) complex: segment terms and their θ-derivatives."""
+        frac, values, flat = fr
+        psi = self.base_angle + self.strict_lower @ q
+        rot = self.lengths * np.exp(1j * psi)  # L e^{iψ} per segment
+        f0, f1, f2 = f_funcs(1j * values[:, None] * q[None, :])  # (U, n) each
+        T = rot * frac * f0.ravel()[flat]
+        if order == 0:
+            return T, None, None
+        D = 1j * rot * frac**2 * f1.ravel()[flat]
+        D2 = -rot * frac**3 * f2.ravel()[flat] if order > 1 else None
+        return T, D, D2
+
+    def _jacobian(self, T: np.ndarray, D: np.ndarray) -> np.ndarray:
+        """Complex point Jacobians (k, n): ``J[p, j] = i Σ_{k>j} T_pk + D_pj``."""
+        return 1j * (T @ self.strict_lower) + D
+
+    def _points_at(self, q: FloatArray, fr: _Fractions) -> FloatArray:
+        """Positions (k, 2) [m] of the points described by ``fr`` (see :meth:`_fractions`)."""
+        T, _, _ = self._terms(q, fr, 0)
+        p = self.base + T.sum(axis=1)
+        return np.stack([p.real, p.imag], axis=1)
+
+    def fk(self, q: FloatArray) -> FloatArray:
+        """Tip position (2,) [m]."""
+        return self._points_at(q, self._frac_tip)[0]
+
+    def task_jacobian(self, q: FloatArray) -> FloatArray:
+        """``∂(tip)/∂θ`` (2, n) [m/rad]."""
+        T, D, _ = self._terms(q, self._frac_tip, 1)
+        j = self._jacobian(T, D)[0]
+        return np.stack([j.real, j.imag])
+
+    def mass_points(self, q: FloatArray) -> FloatArray:
+        """Positions (n·P, 2) [m] of the point masses :attr:`masses`."""
+        return self._points_at(q, self._frac_mass)
+
+    def com(self, q: FloatArray) -> FloatArray:
+        """Centre of mass (2,) [m]."""
+        return self.masses @ self.mass_points(q) / self.total_mass
+
+    def body_points(self, q: FloatArray) -> list[FloatArray]:
+        """One polyline (1 + 12 n, 2) along the backbone [m], for drawing."""
+        start = np.array([[self.base.real, self.base.imag]])
+        return [np.vstack([start, self._points_at(q, self._frac_draw)])]
+
+    # ------------------------------------------------------------------ statics
+
+    def potential(self, q: FloatArray) -> float:
+        """``U = g Σ m_p y_p + ½ Σ k (θ − θ_rest)²`` [J]."""
+        y = self.mass_points(q)[:, 1]
+        dq = q - self.q_rest
+        return float(self.gravity * self.masses @ y + 0.5 * dq @ (self.stiffness * dq))
+
+    def G(self, q: FloatArray) -> FloatArray:
+        """``∂U/∂θ = g Σ m_p ∂y_p/∂θ + K (θ − θ_rest)`` (n,) [N·m]."""
+        T, D, _ = self._terms(q, self._frac_mass, 1)
+        jy = (self.masses @ self._jacobian(T, D)).imag
+        return self.gravity * jy + self.stiffness * (q - self.q_rest)
+
+    def dG(self, q: FloatArray) -> FloatArray:
+        """``∂²U/∂θ²`` (n, n) [N·m/rad], from the weighted second derivatives of the points."""
+        T, D, D2 = self._terms(q, self._frac_mass, 2)
+        t, d, d2 = self.masses @ T, self.masses @ D, self.masses @ D2  # (n,) each, per segment
+        L = self.strict_lower  # [k, j] = [j < k]
+        # Σ_k −t_k [j<k][l<k] + i d_k ([j<k][l=k] + [j=k][l<k]) + d2_k [j=l=k]
+        hess = -(L.T * t) @ L
+        mixed = (1j * d)[:, None] * L  # [k, j] = i d_k [j<k]; place at (j, l=k) and (k, j)
+        hess = hess + mixed + mixed.T + np.diag(d2)
+        return self.gravity * hess.imag + np.diag(self.stiffness)
+
+    # ------------------------------------------------------------------ dynamics
+
+    def mass_matrix(self, q: FloatArray) -> FloatArray:
+        """``M = Σ_p m_p J_pᵀ J_p`` (n, n) [kg·m²] over the mass points."""
+        T, D, _ = self._terms(q, self._frac_mass, 1)
+        J = self._jacobian(T, D)
+        return (J.conj().T @ (self.masses[:, None] * J)).real
+
+    def bias_forces(self, q: FloatArray, qd: FloatArray) -> FloatArray:
+        """``C(q, q̇) q̇ = Σ_p m_p J_pᵀ a_p``, ``a_p = Σ_k −T ω_k² + 2i D ω_k θ̇_k + D2 θ̇_k²``.
+
+        ``ω_k = Σ_{j<k} θ̇_j`` is the rate of the segment's start direction.
+        """
+        T, D, D2 = self._terms(q, self._frac_mass, 2)
+        J = self._jacobian(T, D)
+        w = self.strict_lower @ qd
+        a = T @ (-(w * w)) + D @ (2j * w * qd) + D2 @ (qd * qd)
+        return (J.conj().T @ (self.masses * a)).real
+
+    # ------------------------------------------------------------------ description
+
+    def with_gravity(self, g: float) -> PlanarPCC:
+        """The same arm under gravity magnitude ``g`` [m/s²]."""
+        return PlanarPCC(dataclasses.replace(self.spec, gravity=float(g)))
+
+    def describe(self) -> dict[str, Any]:
+        """All parameters in the file schema (reloads to an identical model)."""
+        sp = self.spec
+        segments = []
+        for s in sp.segments:
+            d: dict[str, Any] = {"length": s.length, "mass": s.mass, "stiffness": s.stiffness,
+                                 "rest": s.rest, "damping": s.damping}
+            if math.isfinite(s.q_min):
+                d["q_min"] = s.q_min
+            if math.isfinite(s.q_max):
+                d["q_max"] = s.q_max
+            segments.append(d)
+        return {
+            "family": self.family,
+            "name": sp.name,
+            "description": sp.description,
+            "aliases": list(sp.aliases),
+            "gravity": sp.gravity,
+            "base": list(sp.base),
+            "zero_direction": sp.zero_direction,
+            "mass_points_per_segment": sp.points_per_segment,
+            "segments": segments,
+            "actuation": {"m": sp.m, "C": sp.C.tolist(), "qa_min": limit_list(sp.qa_min),
+                          "qa_max": limit_list(sp.qa_max)},
+            "task": {"kind": "tip_xy"},
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str = "<dict>") -> PlanarPCC:
+        """Validate a description (file schema, see docs/models.md) and build the model."""
+        top = Fields(data, source)
+        top.check_keys(_TOP_KEYS)
+        name = top.string("name")
+        zero_direction, _ = read_direction(top, "zero_direction")
+        base = top.vector("base", [0.0, 0.0], size=2)
+        points = top.integer("mass_points_per_segment", 5, ge=1)
+        segments = []
+        for f in top.tables("segments"):
+            f.check_keys(_SEG_KEYS)
+            q_lo = f.number("q_min", -math.inf, finite=False)
+            q_hi = f.number("q_max", math.inf, finite=False)
+            if q_lo > q_hi:
+                raise f.error("q_max", q_hi, f"must be >= q_min = {q_lo}")
+            segments.append(Segment(
+                length=f.number("length", gt=0), mass=f.number("mass", gt=0),
+                stiffness=f.number("stiffness", ge=0), rest=f.number("rest", 0.0),
+                damping=f.number("damping", 0.0, ge=0), q_min=q_lo, q_max=q_hi))
+        act = top.table("actuation")
+        act.check_keys(("m", "C", "qa_min", "qa_max"))
+        m, C, _ = actuation_matrix(act, len(segments))
+        qa_min, qa_max = limits(act, "qa_min", "qa_max", m)
+        task = top.table("task", {"kind": "tip_xy"})
+        task.check_keys(("kind",))
+        task.string("kind", "tip_xy", choices=("tip_xy",))
+        spec = PCCSpec(
+            name=name, description=top.string("description", ""),
+            aliases=tuple(top.strings("aliases", [])),
+            gravity=top.number("gravity", 9.81, ge=0), base=(float(base[0]), float(base[1])),
+            zero_direction=zero_direction, points_per_segment=points, segments=tuple(segments),
+            m=m, C=C, qa_min=qa_min, qa_max=qa_max)
+        return cls(spec)
+
+    def __repr__(self) -> str:
+        return f"PlanarPCC({self.name!r}, n={self.n}, m={self.m})"
+
+
+__all__ = ["PlanarPCC", "f_funcs"]

@@ -1,0 +1,348 @@
+"""Family ``planar_tree``: rigid rods in the x–y plane joined by revolute joints in a tree.
+
+Body ``b`` (one joint coordinate ``q_b`` each, in file order) hangs from its parent (or from
+the base) at distance ``attach_b`` along the parent's axis. Its absolute direction is
+
+    ψ_b = ψ_parent(b) + sign_b q_b + offset_b,    ψ_root's parent = zero_direction,
+
+so ``ψ = S q + ψ₀`` is linear in ``q`` (``S`` holds the signs along each body's chain). Every
+point of interest (centres of mass, tips) is ``p = base + Σ_b w_b u(ψ_b)`` with
+``u(ψ) = (cos ψ, sin ψ)`` and constant weights ``w`` [m] (rows of ``W``), hence
+
+* ``∂p/∂q = Σ_b w_b u⊥(ψ_b) S_b`` with ``u⊥ = (−sin ψ, cos ψ)``;
+* gravity ``U_g = g Σ_i m_i y_i = g (Wᵀm) · sin ψ`` (+ const), ``G_g = g Sᵀ((Wᵀm) ∘ cos ψ)``,
+  ``∂G_g/∂q = −g Sᵀ diag((Wᵀm) ∘ sin ψ) S``;
+* mass matrix ``M = Sᵀ (cos(ψ_a − ψ_b) ∘ M_w + diag(I)) S`` with ``M_w = Wᵀ diag(m) W``
+  over the centres of mass and ``I`` the rotational inertias about them;
+* bias ``C(q, q̇) q̇ = Σ m Jᵀ a_bias`` with ``a_bias = −Σ_b w_b u(ψ_b) ψ̇_b²``, i.e.
+  ``−Sᵀ ((sin(ψ_b − ψ_a))_ab ∘ M_w) ψ̇²``.
+
+Elastic joints: ``U_e = ½ (q − q_rest)ᵀ K (q − q_rest)``. Gravity acts along −y.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from poise.models.base import FloatArray
+from poise.models.registry import Fields, ModelError, actuation_matrix, limit_list, limits
+
+#: Named zero directions (angle from +x, counter-clockwise) [rad].
+DIRECTIONS = {"+x": 0.0, "up": math.pi / 2, "-x": math.pi, "down": -math.pi / 2}
+
+TASK_KINDS = {"tip_x": 1, "tip_xy": 2, "com_xy": 2}
+
+_TOP_KEYS = ("family", "name", "description", "aliases", "gravity", "base", "zero_direction",
+             "bodies", "actuation", "task")
+_BODY_KEYS = ("name", "parent", "attach", "length", "mass", "com", "inertia", "sign", "offset",
+              "stiffness", "rest", "damping", "q_min", "q_max")
+
+
+def read_direction(fields: Fields, key: str) -> tuple[str | float, float]:
+    """``"up"``/``"down"``/``"+x"``/``"-x"`` or an angle from +x [rad] → (as given, angle)."""
+    value = fields.data.get(key, "+x")
+    if isinstance(value, str):
+        if value not in DIRECTIONS:
+            raise fields.error(key, value, f"must be one of {', '.join(map(repr, DIRECTIONS))} "
+                                           "or an angle from +x in rad")
+        return value, DIRECTIONS[value]
+    angle = fields.number(key)
+    return angle, angle
+
+
+@dataclass(frozen=True)
+class Body:
+    """One rigid rod and the joint that connects it to its parent."""
+
+    name: str
+    parent: int  # index of the parent body, −1 for the base
+    attach: float  # [m] along the parent's axis from its start
+    length: float  # [m]
+    mass: float  # [kg]
+    com: float  # [m] along the body from its start
+    inertia: float  # [kg·m²] about the centre of mass
+    sign: int  # +1: q counter-clockwise, −1: clockwise
+    offset: float  # [rad] added to the angle (e.g. π for a rod hanging down at q = 0)
+    stiffness: float  # [N·m/rad]
+    rest: float  # [rad]
+    damping: float  # [N·m·s/rad]
+    q_min: float  # [rad]
+    q_max: float  # [rad]
+
+
+@dataclass(frozen=True)
+class TreeSpec:
+    """Everything a model file says about a planar tree (validated)."""
+
+    name: str
+    description: str
+    aliases: tuple[str, ...]
+    gravity: float
+    base: tuple[float, float]
+    zero_direction: str | float
+    bodies: tuple[Body, ...]
+    m: int
+    C: FloatArray
+    qa_min: FloatArray
+    qa_max: FloatArray
+    task_kind: str
+    task_body: int
+
+
+class PlanarTree:
+    """A planar tree of rigid rods with revolute joints, springs, dampers and gravity.
+
+    Build one with :meth:`from_dict` (or :func:`poise.models.load_model`); see the module
+    docstring for the equations and ``docs/models.md`` for the file schema.
+    """
+
+    family = "planar_tree"
+    task_kind = "position"
+
+    def __init__(self, spec: TreeSpec) -> None:
+        self.spec = spec
+        bodies = spec.bodies
+        n = len(bodies)
+        self.name = spec.name
+        self.n = n
+        self.m = spec.m
+        self.gravity = spec.gravity
+        self.C = spec.C.copy()
+        self.C_inv = np.linalg.inv(self.C)
+        self.qa_min = spec.qa_min.copy()
+        self.qa_max = spec.qa_max.copy()
+        self.q_min = np.array([b.q_min for b in bodies])
+        self.q_max = np.array([b.q_max for b in bodies])
+        self.damping = np.array([b.damping for b in bodies])
+        self.stiffness = np.array([b.stiffness for b in bodies])
+        self.q_rest = np.array([b.rest for b in bodies])
+        self.masses = np.array([b.mass for b in bodies])
+        self.inertias = np.array([b.inertia for b in bodies])
+        self.base = np.array(spec.base, dtype=float)
+        base_angle = spec.zero_direction if isinstance(spec.zero_direction, float) \
+            else DIRECTIONS[spec.zero_direction]
+
+        S = np.zeros((n, n))
+        psi0 = np.zeros(n)
+        start = np.zeros((n, n))  # weights of each body's start point
+        for i, b in enumerate(bodies):
+            if b.parent >= 0:
+                S[i] = S[b.parent]
+                psi0[i] = psi0[b.parent]
+                start[i] = start[b.parent]
+                start[i, b.parent] += b.attach
+            else:
+                psi0[i] = base_angle
+            S[i, i] += b.sign
+            psi0[i] += b.offset
+        eye = np.eye(n)
+        self.S = S
+        self.psi0 = psi0
+        self.W_start = start
+        self.W_end = start + eye * np.array([b.length for b in bodies])
+        self.W_com = start + eye * np.array([b.com for b in bodies])
+        self.M_w = self.W_com.T @ (self.masses[:, None] * self.W_com)
+        self.a_w = self.W_com.T @ self.masses  # [kg·m] gravity moment weights per body
+        self.total_mass = float(self.masses.sum())
+
+        if spec.task_kind == "com_xy":
+            rows = np.repeat((self.masses @ self.W_com / self.total_mass)[None], 2, axis=0)
+            comps = np.array([0, 1])
+        else:
+            tip = self.W_end[spec.task_body]
+            comps = np.array([0]) if spec.task_kind == "tip_x" else np.array([0, 1])
+            rows = np.repeat(tip[None], comps.size, axis=0)
+        self._task_rows = rows
+        self._task_is_y = comps == 1
+        self.task_dim = int(comps.size)
+        self.task_name = spec.task_kind
+
+    # ------------------------------------------------------------------ kinematics
+
+    def angles(self, q: FloatArray) -> FloatArray:
+        """Absolute body directions ``ψ = S q + ψ₀`` (n,) [rad from +x]."""
+        return self.S @ q + self.psi0
+
+    def _points(self, W: FloatArray, q: FloatArray) -> FloatArray:
+        psi = self.S @ q + self.psi0
+        return self.base + np.stack([W @ np.cos(psi), W @ np.sin(psi)], axis=1)
+
+    def fk(self, q: FloatArray) -> FloatArray:
+        """Task value: tip x, tip (x, y) or centre of mass (x, y) [m]."""
+        psi = self.S @ q + self.psi0
+        x = self.base[0] + self._task_rows @ np.cos(psi)
+        y = self.base[1] + self._task_rows @ np.sin(psi)
+        return np.where(self._task_is_y, y, x)
+
+    def task_jacobian(self, q: FloatArray) -> FloatArray:
+        """``∂h/∂q`` (task_dim, n) [m/rad]."""
+        psi = self.S @ q + self.psi0
+        jx = self._task_rows @ (-np.sin(psi)[:, None] * self.S)
+        jy = self._task_rows @ (np.cos(psi)[:, None] * self.S)
+        return np.where(self._task_is_y[:, None], jy, jx)
+
+    def mass_points(self, q: FloatArray) -> FloatArray:
+        """Centres of mass of the bodies (n, 2) [m]; their masses are :attr:`masses`."""
+        return self._points(self.W_com, q)
+
+    def com(self, q: FloatArray) -> FloatArray:
+        """Centre of mass of the whole robot (2,) [m]."""
+        return self.masses @ self.mass_points(q) / self.total_mass
+
+    def body_points(self, q: FloatArray) -> list[FloatArray]:
+        """One (2, 2) polyline (start, end) per body [m], for drawing."""
+        a = self._points(self.W_start, q)
+        b = self._points(self.W_end, q)
+        return [np.stack([a[i], b[i]]) for i in range(self.n)]
+
+    # ------------------------------------------------------------------ statics
+
+    def potential(self, q: FloatArray) -> float:
+        """``U = g Σ m_i y_i + ½ (q − q_rest)ᵀ K (q − q_rest)`` [J]."""
+        psi = self.S @ q + self.psi0
+        dq = q - self.q_rest
+        grav = self.gravity * (self.a_w @ np.sin(psi) + self.total_mass * self.base[1])
+        return float(grav + 0.5 * dq @ (self.stiffness * dq))
+
+    def G(self, q: FloatArray) -> FloatArray:
+        """``∂U/∂q = g Sᵀ((Wᵀm) ∘ cos ψ) + K (q − q_rest)`` (n,) [N·m]."""
+        psi = self.S @ q + self.psi0
+        return self.gravity * (self.S.T @ (self.a_w * np.cos(psi))) \
+            + self.stiffness * (q - self.q_rest)
+
+    def dG(self, q: FloatArray) -> FloatArray:
+        """``∂²U/∂q² = −g Sᵀ diag((Wᵀm) ∘ sin ψ) S + K`` (n, n) [N·m/rad]."""
+        psi = self.S @ q + self.psi0
+        return -self.gravity * (self.S.T @ ((self.a_w * np.sin(psi))[:, None] * self.S)) \
+            + np.diag(self.stiffness)
+
+    # ------------------------------------------------------------------ dynamics
+
+    def mass_matrix(self, q: FloatArray) -> FloatArray:
+        """``M = Sᵀ (cos(ψ_a − ψ_b) ∘ M_w + diag(I)) S`` (n, n) [kg·m²]."""
+        psi = self.S @ q + self.psi0
+        c, s = np.cos(psi), np.sin(psi)
+        inner = (np.outer(c, c) + np.outer(s, s)) * self.M_w + np.diag(self.inertias)
+        return self.S.T @ inner @ self.S
+
+    def bias_forces(self, q: FloatArray, qd: FloatArray) -> FloatArray:
+        """Coriolis/centrifugal ``C(q, q̇) q̇ = −Sᵀ ((sin(ψ_b − ψ_a))_ab ∘ M_w) ψ̇²`` [N·m]."""
+        psi = self.S @ q + self.psi0
+        c, s = np.cos(psi), np.sin(psi)
+        psid = self.S @ qd
+        sin_diff = np.outer(c, s) - np.outer(s, c)  # [a, b] = sin(ψ_b − ψ_a)
+        return -self.S.T @ ((sin_diff * self.M_w) @ (psid * psid))
+
+    # ------------------------------------------------------------------ description
+
+    def with_gravity(self, g: float) -> PlanarTree:
+        """The same robot under gravity magnitude ``g`` [m/s²]."""
+        return PlanarTree(dataclasses.replace(self.spec, gravity=float(g)))
+
+    def describe(self) -> dict[str, Any]:
+        """All parameters in the file schema (reloads to an identical model)."""
+        sp = self.spec
+        bodies = []
+        for b in sp.bodies:
+            d: dict[str, Any] = {
+                "name": b.name,
+                "parent": "base" if b.parent < 0 else sp.bodies[b.parent].name,
+                "attach": b.attach, "length": b.length, "mass": b.mass, "com": b.com,
+                "inertia": b.inertia, "sign": b.sign, "offset": b.offset,
+                "stiffness": b.stiffness, "rest": b.rest, "damping": b.damping,
+            }
+            if math.isfinite(b.q_min):
+                d["q_min"] = b.q_min
+            if math.isfinite(b.q_max):
+                d["q_max"] = b.q_max
+            bodies.append(d)
+        task: dict[str, Any] = {"kind": sp.task_kind}
+        if sp.task_kind != "com_xy":
+            task["body"] = sp.bodies[sp.task_body].name
+        return {
+            "family": self.family,
+            "name": sp.name,
+            "description": sp.description,
+            "aliases": list(sp.aliases),
+            "gravity": sp.gravity,
+            "base": list(sp.base),
+            "zero_direction": sp.zero_direction,
+            "bodies": bodies,
+            "actuation": {"m": sp.m, "C": sp.C.tolist(), "qa_min": limit_list(sp.qa_min),
+                          "qa_max": limit_list(sp.qa_max)},
+            "task": task,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str = "<dict>") -> PlanarTree:
+        """Validate a description (file schema, see docs/models.md) and build the model."""
+        top = Fields(data, source)
+        top.check_keys(_TOP_KEYS)
+        name = top.string("name")
+        zero_direction, _ = read_direction(top, "zero_direction")
+        base = top.vector("base", [0.0, 0.0], size=2)
+        bodies: list[Body] = []
+        names: dict[str, int] = {}
+        for i, f in enumerate(top.tables("bodies")):
+            f.check_keys(_BODY_KEYS)
+            bname = f.string("name", f"body{i}")
+            if bname in names or bname == "base":
+                raise f.error("name", bname, "must be unique and not 'base'")
+            parent_name = f.string("parent", "base" if i == 0 else bodies[-1].name)
+            if parent_name != "base" and parent_name not in names:
+                raise f.error("parent", parent_name,
+                              f"must be 'base' or a body listed before: {', '.join(names)}")
+            parent = names.get(parent_name, -1)
+            length = f.number("length", gt=0)
+            mass = f.number("mass", gt=0)
+            com = f.number("com", length / 2, ge=0)
+            sign = f.data.get("sign", 1)
+            if sign not in (1, -1) or isinstance(sign, bool):
+                raise f.error("sign", sign, "must be 1 (counter-clockwise) or -1 (clockwise)")
+            q_lo, q_hi = (f.number(k, d, finite=False)
+                          for k, d in (("q_min", -math.inf), ("q_max", math.inf)))
+            if q_lo > q_hi:
+                raise f.error("q_max", q_hi, f"must be >= q_min = {q_lo}")
+            bodies.append(Body(
+                name=bname, parent=parent,
+                attach=f.number("attach", 0.0 if parent < 0 else bodies[parent].length, ge=0),
+                length=length, mass=mass, com=com,
+                inertia=f.number("inertia", mass * length**2 / 12, ge=0),
+                sign=int(sign), offset=f.number("offset", 0.0),
+                stiffness=f.number("stiffness", 0.0, ge=0), rest=f.number("rest", 0.0),
+                damping=f.number("damping", 0.0, ge=0), q_min=q_lo, q_max=q_hi,
+            ))
+            names[bname] = i
+        n = len(bodies)
+        act = top.table("actuation")
+        act.check_keys(("m", "C", "qa_min", "qa_max"))
+        m, C, _ = actuation_matrix(act, n)
+        qa_min, qa_max = limits(act, "qa_min", "qa_max", m)
+        task = top.table("task")
+        task.check_keys(("kind", "body"))
+        kind = task.string("kind", choices=tuple(TASK_KINDS))
+        body_name = task.string("body", bodies[-1].name)
+        if body_name not in names:
+            raise task.error("body", body_name, f"must be one of {', '.join(names)}")
+        aliases = top.strings("aliases", [])
+        spec = TreeSpec(
+            name=name, description=top.string("description", ""), aliases=tuple(aliases),
+            gravity=top.number("gravity", 9.81, ge=0), base=(float(base[0]), float(base[1])),
+            zero_direction=zero_direction, bodies=tuple(bodies), m=m, C=C,
+            qa_min=qa_min, qa_max=qa_max, task_kind=kind, task_body=names[body_name],
+        )
+        if kind == "com_xy" and "body" in task.data:
+            raise task.error("body", body_name, "not used by kind = 'com_xy'; remove it")
+        return cls(spec)
+
+    def __repr__(self) -> str:
+        return f"PlanarTree({self.name!r}, n={self.n}, m={self.m}, task={self.task_name})"
+
+
+__all__ = ["DIRECTIONS", "Body", "ModelError", "PlanarTree", "TreeSpec"]
