@@ -479,3 +479,16 @@ def test_random_planar_trees_round_trip_and_have_consistent_derivatives(data):
     report = check_derivatives(model, samples=2, seed=data.draw(st.integers(0, 100)))
     assert report.ok, str(report)
     assert np.linalg.eigvalsh(model.mass_matrix(np.zeros(n))).min() > 0
+
+
+@pytest.mark.parametrize("name", ["soft_arm_stiff", "soft_arm_soft"])
+def test_fused_statics_terms_equal_separate_calls(name):
+    model = load_model(name)
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        q = rng.normal(size=model.n)
+        x, jac, g, dg = model.statics_terms(q)
+        np.testing.assert_array_equal(x, model.fk(q))
+        np.testing.assert_array_equal(jac, model.task_jacobian(q))
+        np.testing.assert_allclose(g, model.G(q), rtol=0, atol=1e-15)
+        np.testing.assert_allclose(dg, model.dG(q), rtol=0, atol=1e-15)

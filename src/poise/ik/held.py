@@ -353,9 +353,12 @@ def algorithm2(
     Iterates ``(qa, qu) ← (qa, qu) + Δt · rates`` (see :func:`algorithm2_rates`) until
     ``‖x̄ − f‖ < εx`` and ``‖G_u‖ < εE``. For small ``Δt`` both errors decay like
     ``(1 − Δt Γ)^k``. Starts anywhere the inverses exist, also off E; actuator limits clip
-    ``qa`` (a clipped step no longer obeys the decay laws, and a target that needs it is
-    reported ``unreachable``). ``max_step`` bounds the largest change of any configuration
-    coordinate ``q`` in one step [rad] (a trust region that keeps the step's direction;
+    ``qa``; the unactuated step is then recomputed from the statics law for the motion the
+    actuators really make, so ``G_u`` keeps decaying, and a run that ends stuck at a limit
+    is reported ``stalled`` with the limit named.
+
+    ``max_step`` bounds the largest change of any configuration coordinate ``q`` in one
+    step [rad] (a trust region that keeps the step's direction;
     ``None`` turns it off): far from the solution, where ``Δt``·rates would be large, the
     explicit step would otherwise leave the region where the linearisation holds.
     """
@@ -394,13 +397,28 @@ def algorithm2(
             delta *= max_step / longest  # trust region: keep the direction, bound the step
         qc = np.concatenate([b.qa, b.qu]) + delta
         qa = np.clip(qc[: model.m], model.qa_min, model.qa_max)
-        q = join(model, qa, qc[model.m :])
+        qu = qc[model.m :]
+        if not np.array_equal(qa, qc[: model.m]):
+            # An actuator hit its limit: keep the statics law Ġu = ΓE eE for the motion the
+            # actuators really make, q̇u = Huu⁻¹(ΓE eE − Hua q̇a).
+            step_scale = float(np.max(np.abs(delta))) / max(dt * float(np.max(np.abs(rates))),
+                                                             1e-300)
+            h = dt * step_scale
+            ge = (np.atleast_1d(gamma_e) * -b.Gu) if np.ndim(gamma_e) <= 1 else gamma_e @ -b.Gu
+            qu = b.qu + h * np.linalg.solve(b.Huu, ge - b.Hua @ ((qa - b.qa) / h))
+        q = join(model, qa, qu)
         if path is not None:
             path.append(q)
-    if status != Status.CONVERGED and _at_actuator_limit(model, split(model, q)[0]):
-        status = Status.UNREACHABLE
+    message = ""
+    qa_end = split(model, q)[0]
+    if status != Status.CONVERGED and _at_actuator_limit(model, qa_end):
+        # Algorithm 2's transient is not limit-aware: report where it stopped, not a verdict
+        # on reachability (Algorithm 1 from the same start may still reach the target).
+        status = Status.STALLED
+        message = (f"stalled with actuator(s) at their limit (qa = {qa_end.tolist()}); "
+                   "the target may need a path that stays within the limits")
     return _finish(model, q, target, history, iterations, status, options, t0, sigma, path,
-                   _limit_message(model, split(model, q)[0], status))
+                   message)
 
 
 # ----------------------------------------------------------------------------- plain IK

@@ -111,40 +111,32 @@ def solve_statics(
     b = blocks(model, join(model, qa, qu))
     for iterations in range(1, max_iter + 1):
         g_norm = float(np.linalg.norm(b.Gu))
+        convex = True
         if branch == "stable":
             eig, vec = np.linalg.eigh(0.5 * (b.Huu + b.Huu.T))
+            convex = eig.size == 0 or eig[0] > 0.0
             if g_norm <= tol and (eig.size == 0 or eig[0] > -SINGULAR_EIG):
                 iterations -= 1
                 break
             eig_mod = np.maximum(np.abs(eig), min_curvature)
             step = -vec @ ((vec.T @ b.Gu) / eig_mod)
-            if eig[0] < 0.0:
+            if not convex:
                 # Negative curvature: also move down along it, which leaves a saddle or a
                 # maximum (where G_u may be 0) towards a minimum.
                 direction = vec[:, 0] * (-1.0 if float(vec[:, 0] @ b.Gu) > 0 else 1.0)
                 step = step + negative_curvature_step * direction
-            merit0 = _fibre_potential(model, qa, qu)
-            slope = float(b.Gu @ step)
         else:
             if g_norm <= tol:
                 iterations -= 1
                 break
             step = -_damped_solve(b.Huu, b.Gu)
-            merit0 = 0.5 * g_norm**2
-            slope = -2.0 * merit0
-        alpha = 1.0
-        while True:
-            qu_try = qu + alpha * step
-            q_try = join(model, qa, qu_try)
-            if branch == "stable":
-                merit = float(model.potential(q_try))
-            else:
-                gu_try = blocks(model, q_try).Gu
-                merit = 0.5 * float(gu_try @ gu_try)
-            if merit <= merit0 + 1e-4 * alpha * min(slope, 0.0) or alpha < 1e-6:
-                break
-            alpha *= 0.5
-        qu = qu_try
+        # Fast path: a full Newton step that reduces ‖G_u‖ (where U is locally convex) is
+        # accepted at the cost of the one evaluation the next iteration needs anyway.
+        b_try = blocks(model, join(model, qa, qu + step))
+        if convex and float(np.linalg.norm(b_try.Gu)) <= (1.0 - 1e-4) * g_norm:
+            qu, b = qu + step, b_try
+            continue
+        qu = _line_search(model, qa, qu, step, b.Gu, branch)
         b = blocks(model, join(model, qa, qu))
     residual = float(np.linalg.norm(b.Gu))
     eig_huu = np.linalg.eigvalsh(0.5 * (b.Huu + b.Huu.T)) if b.Huu.size else np.zeros(0)
@@ -153,6 +145,30 @@ def solve_statics(
         converged=residual <= tol, iterations=iterations, eig_Huu=eig_huu,
         verdict=classify(eig_huu),
     )
+
+
+def _line_search(
+    model: MechanicalModel, qa: FloatArray, qu: FloatArray, step: FloatArray, gu: FloatArray,
+    branch: str,
+) -> FloatArray:
+    """Backtracking (Armijo) along ``step`` on ``U`` (stable branch) or ``½‖G_u‖²``."""
+    if branch == "stable":
+        merit0, slope = _fibre_potential(model, qa, qu), float(gu @ step)
+    else:
+        merit0 = 0.5 * float(gu @ gu)
+        slope = -2.0 * merit0
+    alpha = 1.0
+    while True:
+        qu_try = qu + alpha * step
+        q_try = join(model, qa, qu_try)
+        if branch == "stable":
+            merit = float(model.potential(q_try))
+        else:
+            gu_try = blocks(model, q_try).Gu
+            merit = 0.5 * float(gu_try @ gu_try)
+        if merit <= merit0 + 1e-4 * alpha * min(slope, 0.0) or alpha < 1e-6:
+            return qu_try
+        alpha *= 0.5
 
 
 def _damped_solve(a: FloatArray, b: FloatArray, damping: float = 1e-10) -> FloatArray:

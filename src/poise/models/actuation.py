@@ -60,14 +60,22 @@ class ActuationBlocks:
 
 
 def blocks(model: MechanicalModel, q: FloatArray) -> ActuationBlocks:
-    """Evaluate ``f = h(q)``, ``G_a``, ``G_u``, ``J_a``, ``J_u``, ``H_ua``, ``H_uu``, ``H_aa``."""
+    """Evaluate ``f = h(q)``, ``G_a``, ``G_u``, ``J_a``, ``J_u``, ``H_ua``, ``H_uu``, ``H_aa``.
+
+    Uses the model's fused ``statics_terms(q) -> (h, ∂h/∂q, G, ∂G/∂q)`` when it has one.
+    """
     m = model.m
     c_inv = _c_inv(model)
     qc = model.C @ q
-    g_c = c_inv.T @ model.G(q)
-    h_c = c_inv.T @ model.dG(q) @ c_inv
-    j_c = model.task_jacobian(q) @ c_inv
+    fused = getattr(model, "statics_terms", None)
+    if fused is not None:
+        x, jac, g, dg = fused(q)
+    else:
+        x, jac, g, dg = model.fk(q), model.task_jacobian(q), model.G(q), model.dG(q)
+    g_c = c_inv.T @ g
+    h_c = c_inv.T @ dg @ c_inv
+    j_c = jac @ c_inv
     return ActuationBlocks(
-        qa=qc[:m], qu=qc[m:], x=model.fk(q), Ga=g_c[:m], Gu=g_c[m:],
+        qa=qc[:m], qu=qc[m:], x=x, Ga=g_c[:m], Gu=g_c[m:],
         Ja=j_c[:, :m], Ju=j_c[:, m:], Hua=h_c[m:, :m], Huu=h_c[m:, m:], Haa=h_c[:m, :m],
     )

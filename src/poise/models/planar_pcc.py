@@ -147,6 +147,7 @@ class PlanarPCC:
         mass_s = np.tile((2 * np.arange(P) + 1) / (2 * P), n)
         self._frac_mass = self._fractions(mass_seg, mass_s)
         self._frac_tip = self._fractions(np.array([n - 1]), np.array([1.0]))
+        self._frac_statics = self._fractions(np.append(mass_seg, n - 1), np.append(mass_s, 1.0))
         draw_s = np.linspace(0.0, 1.0, DRAW_POINTS_PER_SEGMENT + 1)[1:]
         self._frac_draw = self._fractions(np.repeat(np.arange(n), draw_s.size),
                                           np.tile(draw_s, n))
@@ -254,6 +255,44 @@ class PlanarPCC:
         w = self.strict_lower @ qd
         a = T @ (-(w * w)) + D @ (2j * w * qd) + D2 @ (qd * qd)
         return (J.conj().T @ (self.masses * a)).real
+
+    def dynamics_terms(self, q: FloatArray,
+                       qd: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """``(M(q), C(q, q̇) q̇, G(q))`` in one pass (the simulator's hot path).
+
+        Equal to :meth:`mass_matrix`, :meth:`bias_forces` and :meth:`G`, but the segment
+        terms ``T, D, D2`` and the point Jacobians are evaluated once for all three.
+        """
+        T, D, D2 = self._terms(q, self._frac_mass, 2)
+        J = 1j * (T @ self.strict_lower) + D
+        JH = J.conj().T
+        M = (JH @ (self.masses[:, None] * J)).real
+        w = self.strict_lower @ qd
+        a = T @ (-(w * w)) + D @ (2j * w * qd) + D2 @ (qd * qd)
+        bias = (JH @ (self.masses * a)).real
+        G = self.gravity * (self.masses @ J).imag + self.stiffness * (q - self.q_rest)
+        return M, bias, G
+
+    def statics_terms(
+        self, q: FloatArray,
+    ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+        """``(h(q), ∂h/∂q, G(q), ∂G/∂q)`` in one pass (the IK hot path).
+
+        Equal to :meth:`fk`, :meth:`task_jacobian`, :meth:`G` and :meth:`dG`, but the segment
+        terms of the mass points and the tip are evaluated together, once.
+        """
+        T, D, D2 = self._terms(q, self._frac_statics, 2)
+        tip_T, tip_J = T[-1], 1j * (T[-1] @ self.strict_lower) + D[-1]
+        T, D, D2 = T[:-1], D[:-1], D2[:-1]
+        x = self.base + tip_T.sum()
+        J = 1j * (T @ self.strict_lower) + D
+        G = self.gravity * (self.masses @ J).imag + self.stiffness * (q - self.q_rest)
+        t, d, d2 = self.masses @ T, self.masses @ D, self.masses @ D2
+        L = self.strict_lower
+        mixed = (1j * d)[:, None] * L
+        hess = -(L.T * t) @ L + mixed + mixed.T + np.diag(d2)
+        dG = self.gravity * hess.imag + np.diag(self.stiffness)
+        return (np.array([x.real, x.imag]), np.stack([tip_J.real, tip_J.imag]), G, dG)
 
     # ------------------------------------------------------------------ description
 
