@@ -1,0 +1,1 @@
+"""Figures (matplotlib, Agg): above ``ik`` and ``models``, below the CLI."""
