@@ -1,0 +1,147 @@
+"""``poise device sim`` (a virtual device on a pty) and ``poise device probe`` (handshake + link
+statistics of any device)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import sys
+import time
+
+
+def register(commands, groups) -> None:
+    dev = groups["device"]
+    sim = dev.add_parser("sim", help="run a simulated device on a pseudo-terminal",
+                         description="Open a pseudo-terminal, print 'PTY <path>' on the first "
+                         "line, run the model's plant in real time and speak the poise protocol.")
+    sim.add_argument("--model", required=True, metavar="NAME", help="robot model to simulate")
+    sim.add_argument("--rate", type=int, default=500, metavar="HZ",
+                     help="sensor stream rate [Hz] (default 500)")
+    sim.add_argument("--params", metavar="FILE", help="plant parameter file for the simulator")
+    sim.add_argument("--watchdog-ms", type=int, default=100, metavar="MS",
+                     help="watchdog timeout [ms] (default 100)")
+    sim.add_argument("--drop", type=float, default=0.0, metavar="P",
+                     help="probability of dropping a device→host frame")
+    sim.add_argument("--corrupt", type=float, default=0.0, metavar="P",
+                     help="probability of corrupting a device→host frame")
+    sim.add_argument("--delay", type=float, default=0.0, metavar="MS",
+                     help="extra latency of device→host frames [ms]")
+    sim.add_argument("--disconnect-after", type=float, metavar="S",
+                     help="close the pty S seconds after opening it (simulated unplug)")
+    sim.add_argument("--reopen-after", type=float, default=1.0, metavar="S",
+                     help="after a disconnect, open a new pty S seconds later (prints a new "
+                     "'PTY <path>' line; default 1; negative: exit)")
+    sim.add_argument("--link", metavar="PATH",
+                     help="also keep a symlink PATH pointing at the current pty")
+    sim.add_argument("--seed", type=int, help="random seed of the fault injection")
+    sim.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
+    sim.set_defaults(func=run_sim)
+
+    probe = dev.add_parser("probe", help="handshake with a device and measure the link",
+                           description="Connect, do the handshake, print the device "
+                           "description and link statistics over S seconds.")
+    probe.add_argument("port", metavar="PORT")
+    probe.add_argument("--seconds", type=float, default=2.0, metavar="S",
+                       help="how long to measure (default 2)")
+    probe.add_argument("--timeout", type=float, default=2.0, metavar="S",
+                       help="handshake timeout (default 2)")
+    probe.add_argument("--json", action="store_true", help="print JSON")
+    probe.set_defaults(func=run_probe)
+
+
+def _fail(cmd: str, msg: str) -> int:
+    print(f"poise device {cmd}: {msg}", file=sys.stderr)
+    return 2
+
+
+def run_sim(args: argparse.Namespace) -> int:
+    from poise.firmware_bridge.device import DeviceEndpoint, FaultInjection, PtyDevice
+
+    try:
+        import poise.sim as sim
+    except ImportError as exc:  # pragma: no cover - poise.sim is part of the package
+        return _fail("sim", f"the simulator is not available ({exc})")
+    make_plant = getattr(sim, "make_plant", None)
+    if make_plant is None:
+        return _fail("sim", "the simulator is not available in this version of poise "
+                     "(poise.sim.make_plant is missing); a real device can be probed with "
+                     "'poise device probe PORT'")
+    try:
+        plant = make_plant(args.model, args.params)
+    except (ValueError, KeyError, FileNotFoundError, OSError) as exc:
+        return _fail("sim", f"cannot build the plant of model {args.model!r}: {exc}")
+    try:
+        faults = FaultInjection(drop=args.drop, corrupt=args.corrupt, delay_ms=args.delay,
+                                disconnect_after=args.disconnect_after,
+                                reopen_after=None if args.reopen_after < 0 else args.reopen_after,
+                                seed=args.seed)
+        endpoint = DeviceEndpoint(plant, rate_hz=args.rate, watchdog_ms=args.watchdog_ms,
+                                  firmware_id=f"poise-sim:{args.model}"[:16])
+    except ValueError as exc:
+        return _fail("sim", str(exc))
+
+    def announce(path: str) -> None:
+        print(f"PTY {path}", flush=True)
+
+    device = PtyDevice(endpoint, faults=faults, link=args.link, on_open=announce)
+    device.start()
+    try:
+        t_end = math.inf if args.duration is None else time.monotonic() + args.duration
+        while time.monotonic() < t_end and device._thread is not None and \
+                device._thread.is_alive():
+            time.sleep(min(0.1, max(0.0, t_end - time.monotonic())))
+    finally:
+        device.stop()
+    return 0
+
+
+def run_probe(args: argparse.Namespace) -> int:
+    from poise.firmware_bridge.link import LinkError
+
+    try:
+        desc, stats = asyncio.run(_probe(args.port, args.seconds, args.timeout))
+    except LinkError as exc:
+        print(f"poise device probe: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps({"port": args.port, "seconds": args.seconds,
+                          "device": desc.as_dict(), "link": stats.as_dict()}, indent=1))
+        return 0
+    d = desc.as_dict()
+    s = stats.as_dict()
+    print(f"port              {args.port}")
+    print(f"protocol version  {d['protocol_version']}")
+    print(f"firmware id       {d['firmware_id']}")
+    print(f"schema checksum   {d['schema_checksum']}")
+    print(f"rate              {d['rate_hz']} Hz announced, {s['frame_rate_hz']:.1f} Hz measured "
+          f"over {args.seconds:g} s")
+    print(f"watchdog          {d['watchdog_ms']} ms")
+    print("channels:")
+    for c in d["channels"]:
+        effort = (f"  effort ≤ {c['effort_limit']:g} {c['effort_unit']}"
+                  if c["kind"] == "actuator" else "")
+        print(f"  {c['index']:>2} {c['kind']:<10} {c['name']:<16} [{c['lower']:g}, "
+              f"{c['upper']:g}] {c['unit']}{effort}")
+    e = s["decode_errors"]
+    print(f"frames            {s['rx_frames']} rx, {s['tx_frames']} tx, "
+          f"{s['sensor_frames']} sensor frames")
+    print(f"errors            crc {e['crc']}, cobs {e['cobs']}, length {e['length']}, "
+          f"unknown type {e['unknown_type']}, malformed {e['malformed']}, "
+          f"version {e['version']}")
+    print(f"sequence gaps     {s['seq_gaps']} ({s['lost_frames']} frames lost)")
+    rtt = s["rtt_ms"]
+    print(f"round trip        p50 {rtt['p50']:.3f} ms, p95 {rtt['p95']:.3f} ms, "
+          f"max {rtt['max']:.3f} ms ({s['rtt_samples']} samples, heartbeat echo)")
+    return 0
+
+
+async def _probe(port: str, seconds: float, timeout: float):
+    from poise.firmware_bridge.transport import AsyncLink
+
+    # Heartbeats every 10 ms give the round-trip samples without arming the device.
+    async with AsyncLink(port, timeout=timeout, heartbeat=0.01, reconnect=False) as link:
+        link.stats.reset_rate()
+        await asyncio.sleep(seconds)
+        return link.description, link.stats

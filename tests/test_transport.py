@@ -1,0 +1,223 @@
+"""Host transports against the Python device endpoint over real pseudo-terminals (no mocks)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import pytest
+from tests.test_protocol_device import LagPlant
+
+from poise.firmware_bridge import messages as m
+from poise.firmware_bridge.device import DeviceEndpoint, FaultInjection, PtyDevice
+from poise.firmware_bridge.transport import (
+    AsyncLink,
+    DeviceTimeoutError,
+    PortNotFoundError,
+    SerialLink,
+    VersionMismatchError,
+)
+
+
+@pytest.fixture
+def device(request, tmp_path):
+    """A running pty device; ``request.param`` (dict) may set endpoint/fault options."""
+    opts = dict(getattr(request, "param", {}))
+    faults = FaultInjection(**opts.pop("faults", {}))
+    ep = DeviceEndpoint(LagPlant(), **{"rate_hz": 200, "firmware_id": "pty-test", **opts})
+    dev = PtyDevice(ep, faults=faults, link=str(tmp_path / "ttyPOISE"))
+    dev.start()
+    yield dev
+    dev.stop()
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 20))
+
+
+def test_async_handshake_reads_the_description(device):
+    async def go():
+        async with AsyncLink(device.link, timeout=2.0) as link:
+            d = link.description
+            sample = await link.next_sensors()
+            return d, sample
+
+    d, sample = run(go())
+    assert (d.protocol_version, d.firmware_id, d.rate_hz) == (m.PROTOCOL_VERSION, "pty-test", 200)
+    assert [c.name for c in d.coordinates] == ["theta1", "theta2"]
+    assert [(c.name, c.unit, c.effort_unit) for c in d.actuators] == [("tendon1", "m", "N"),
+                                                                       ("tendon2", "m", "N")]
+    assert len(sample.sensors.q) == 2 and len(sample.sensors.tau) == 2
+
+
+@pytest.mark.parametrize("device", [{"protocol_version": 2}], indirect=True)
+def test_version_mismatch_is_refused_saying_what_differs(device):
+    with pytest.raises(VersionMismatchError, match=r"host expects 1, device 'pty-test' speaks 2"):
+        run(AsyncLink.open(device.path, timeout=1.0))
+    with pytest.raises(VersionMismatchError, match=r"expects 1.*speaks 2"):
+        SerialLink.open(device.path, timeout=1.0)
+
+
+def test_missing_port_is_reported_by_name():
+    with pytest.raises(PortNotFoundError, match=r"^/dev/ttyXYZ: no such device$"):
+        run(AsyncLink.open("/dev/ttyXYZ"))
+    with pytest.raises(PortNotFoundError, match=r"^/dev/ttyXYZ: no such device$"):
+        SerialLink.open("/dev/ttyXYZ")
+
+
+def test_silent_device_times_out_saying_what_was_sent():
+    master, slave = os.openpty()  # a port where nobody answers
+    try:
+        path = os.ttyname(slave)
+        t0 = time.monotonic()
+        with pytest.raises(DeviceTimeoutError, match=r"within 0.3 s; sent 3 frame\(s\): "
+                                                     r"HelloRequest \(03.*received nothing"):
+            run(AsyncLink.open(path, timeout=0.3))
+        assert time.monotonic() - t0 < 2.0
+        with pytest.raises(DeviceTimeoutError, match=r"no Hello/Channel answer within 0.3 s"):
+            SerialLink.open(path, timeout=0.3)
+    finally:
+        os.close(master)
+        os.close(slave)
+
+
+def test_sensor_stream_rate_and_rtt_from_echoed_setpoints(device):
+    async def go():
+        async with AsyncLink(device.path) as link:
+            ack = await link.arm()
+            assert ack.ok
+            link.stats.reset_rate()
+            n = 0
+            last = None
+            async for sample in link.sensors():  # pace by the device: answer every frame
+                link.send_setpoint([0.005, -0.005])
+                last = sample
+                n += 1
+                if n == 100:
+                    break
+            return link.stats, last
+
+    stats, last = run(go())
+    assert 150 < stats.frame_rate_hz < 250  # device streams at 200 Hz
+    assert last.sensors.status & m.Status.ARMED
+    assert last.sensors.last_setpoint_seq != 0
+    assert len(stats.rtt) >= 50
+    # an echo arrives with the next sensor frame: within about one period (5 ms) plus transit
+    assert 0 < stats.rtt_percentile(50) < 0.05
+    assert stats.seq_gaps == 0 and stats.crc_errors == 0
+
+
+@pytest.mark.parametrize("device", [{"watchdog_ms": 40}], indirect=True)
+def test_watchdog_trips_over_the_link_latches_and_rearm_clears(device):
+    async def go():
+        faults = []
+        async with AsyncLink(device.path, heartbeat=0, on_fault=faults.append) as link:
+            assert (await link.arm()).ok
+            t_end = time.monotonic() + 2.0
+            while time.monotonic() < t_end:  # silent host: no setpoints, no heartbeats
+                s = await link.next_sensors()
+                if s.sensors.status & m.Status.WATCHDOG:
+                    break
+            tripped = s.sensors.status
+            link.send_heartbeat()  # does not clear the latch
+            for _ in range(3):
+                s = await link.next_sensors()
+            still = s.sensors.status
+            assert (await link.arm()).ok
+            for _ in range(2):
+                link.send_heartbeat()
+                s = await link.next_sensors()
+            return tripped, still, s.sensors.status, faults
+
+    tripped, still, rearmed, faults = run(go())
+    assert tripped & m.Status.WATCHDOG and not tripped & m.Status.ARMED
+    assert still & m.Status.WATCHDOG and not still & m.Status.ARMED
+    assert rearmed & m.Status.ARMED and not rearmed & m.Status.WATCHDOG
+    assert [f.code for f in faults] == [m.FaultCode.WATCHDOG]
+
+
+def test_estop_latch_and_config_ack_nack_over_the_link(device):
+    async def go():
+        async with AsyncLink(device.path) as link:
+            ok = await link.configure(m.ConfigKey.WATCHDOG_MS, 200)
+            bad = await link.configure(m.ConfigKey.SENSOR_RATE_HZ, 1e6)
+            unknown = await link.configure(0x99, 1)
+            assert (await link.arm()).ok
+            assert (await link.estop()).ok
+            refused = await link.arm()
+            s = await link.next_sensors()
+            s = await link.next_sensors()
+            cleared = await link.arm(clear_estop=True)
+            return ok, bad, unknown, refused, s.sensors.status, cleared
+
+    ok, bad, unknown, refused, status, cleared = run(go())
+    assert ok.ok and device.endpoint.watchdog_ms == 200
+    assert bad.code == m.ErrorCode.OUT_OF_RANGE and bad.detail == m.ConfigKey.SENSOR_RATE_HZ
+    assert unknown.code == m.ErrorCode.UNKNOWN_KEY
+    assert refused.code == m.ErrorCode.BAD_STATE
+    assert status & m.Status.ESTOP and not status & m.Status.ARMED
+    assert cleared.ok
+
+
+@pytest.mark.parametrize("device", [{"rate_hz": 500, "faults": {"drop": 0.1, "corrupt": 0.1,
+                                                                 "seed": 1}}], indirect=True)
+def test_corrupted_and_dropped_frames_are_counted_and_survived(device):
+    async def go():
+        async with AsyncLink(device.path, timeout=2.0) as link:
+            for _ in range(200):
+                await link.next_sensors()
+            return link.stats
+
+    stats = run(go())
+    errors = stats.decode
+    assert errors["crc"] + errors["cobs"] + errors["length"] + errors["malformed"] > 0
+    assert stats.seq_gaps > 0 and stats.lost_frames >= stats.seq_gaps
+    assert device.dropped > 0 and device.corrupted > 0
+
+
+@pytest.mark.parametrize("device", [{"faults": {"reopen_after": 0.2}}], indirect=True)
+def test_async_link_reconnects_after_the_device_closes_and_reopens(device):
+    async def go():
+        async with AsyncLink(device.link, timeout=1.0) as link:
+            await link.next_sensors()
+            device.disconnect()
+            t0 = time.monotonic()
+            while link.stats.reconnects == 0 and time.monotonic() - t0 < 5:
+                await asyncio.sleep(0.02)
+            dropped = link.send_setpoint([0.0, 0.0]) if not link.connected else None
+            after = await link.next_sensors()
+            return link.stats, after, dropped
+
+    stats, after, _ = run(go())
+    assert stats.reconnects == 1 and device.connections == 2
+    assert len(after.sensors.qa) == 2
+
+
+# -------------------------------------------------------------------- threaded transport
+
+
+def test_threaded_link_streams_answers_and_measures_rtt(device):
+    with SerialLink(device.path) as link:
+        assert link.description.firmware_id == "pty-test"
+        assert link.arm().ok
+        for _ in range(60):
+            link.next_sensors()
+            link.send_setpoint([0.002, 0.0], [0.5, 0.0])
+        s = link.next_sensors()
+        stats = link.stats
+    assert s.sensors.status & m.Status.ARMED and s.sensors.status & m.Status.FEEDFORWARD
+    assert len(stats.rtt) >= 30 and 0 < stats.rtt_percentile(50) < 0.05
+
+
+@pytest.mark.parametrize("device", [{"faults": {"reopen_after": 0.2}}], indirect=True)
+def test_threaded_link_reconnects_after_unplug(device):
+    with SerialLink(device.link, timeout=1.0) as link:
+        link.next_sensors()
+        device.disconnect()
+        t0 = time.monotonic()
+        while link.stats.reconnects == 0 and time.monotonic() - t0 < 5:
+            time.sleep(0.02)
+        assert link.stats.reconnects == 1
+        assert link.arm().ok
+        assert len(link.next_sensors().sensors.q) == 2
