@@ -10,7 +10,8 @@ Per model it times, on the same machine and in the same run:
   ``step / baseline`` are what to compare across machines;
 * ``alg1_step``: one Algorithm-1 update (held Jacobian, DLS update, warm-started statics
   re-solve), what a control cycle costs;
-* ``alg2_step``: one Algorithm-2 update (actuation blocks, projector rates, Euler step);
+* ``alg2_step``: one Algorithm-2 update (actuation blocks, projector rates, Euler step), and
+  ``alg2_stacked_step`` the same with the stacked solve (equal rates, fewer LAPACK calls);
 * ``alg1_solve`` / ``alg2_solve``: full solves to random reachable held targets from the
   model's zero configuration (mean µs and iterations, success rate).
 
@@ -85,14 +86,18 @@ def bench_model(name: str, solves: int, seed: int) -> dict[str, object]:
         qa, _, _ = algorithm1_step(model, start, target, update="dls", damping=1e-3, dt=1e-3)
         solve_statics(model, np.clip(qa, model.qa_min, model.qa_max), start.qu, tol=1e-9)
 
-    def alg2_step() -> None:
-        b = blocks(model, q_mid)
-        rates = algorithm2_rates(b, target - b.x, -b.Gu, 1.0, 1.0)
-        qc = np.concatenate([b.qa, b.qu]) + 1e-3 * rates
-        join(model, qc[: model.m], qc[model.m :])
+    def alg2_step(form: str) -> Callable[[], None]:
+        def step() -> None:
+            b = blocks(model, q_mid)
+            rates = algorithm2_rates(b, target - b.x, -b.Gu, 1.0, 1.0, form=form)
+            qc = np.concatenate([b.qa, b.qu]) + 1e-3 * rates
+            join(model, qc[: model.m], qc[model.m :])
+
+        return step
 
     row["alg1_step_us"] = per_call_us(alg1_step)
-    row["alg2_step_us"] = per_call_us(alg2_step)
+    row["alg2_step_us"] = per_call_us(alg2_step("projector"))
+    row["alg2_stacked_step_us"] = per_call_us(alg2_step("stacked"))
     for label, solver, kwargs in (
         ("alg1", algorithm1, {}),
         ("alg2", algorithm2, {"dt": 0.5, "options": HeldOptions(max_iter=3000)}),
@@ -113,13 +118,15 @@ def bench_model(name: str, solves: int, seed: int) -> dict[str, object]:
 
 
 def print_table(rows: list[dict[str, object]]) -> None:
-    head = (f"{'model':16} {'G(q) µs':>8} {'A1 step':>8} {'A2 step':>8} {'A2/G':>6} "
+    head = (f"{'model':16} {'G(q) µs':>8} {'A1 step':>8} {'A2 step':>8} {'A2 stk':>7} "
+            f"{'A2/G':>6} "
             f"{'A1 solve':>9} {'it':>5} {'ok':>5} {'A2 solve':>9} {'it':>6} {'ok':>5}")
     print(head)
     print("-" * len(head))
     for r in rows:
         print(f"{r['model']:16} {r['baseline_us']:8.1f} {r['alg1_step_us']:8.1f} "
-              f"{r['alg2_step_us']:8.1f} {r['alg2_step_ratio']:6.1f} "
+              f"{r['alg2_step_us']:8.1f} {r['alg2_stacked_step_us']:7.1f} "
+              f"{r['alg2_step_ratio']:6.1f} "
               f"{r['alg1_solve_mean_us']:9.0f} {r['alg1_mean_iterations']:5.1f} "
               f"{r['alg1_success_rate']:5.0%} {r['alg2_solve_mean_us']:9.0f} "
               f"{r['alg2_mean_iterations']:6.1f} {r['alg2_success_rate']:5.0%}")
