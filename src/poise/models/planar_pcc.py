@@ -41,6 +41,8 @@ _TOP_KEYS = ("family", "name", "description", "aliases", "gravity", "base", "zer
              "mass_points_per_segment", "segments", "actuation", "task")
 _SEG_KEYS = ("length", "mass", "stiffness", "rest", "damping", "q_min", "q_max")
 DRAW_POINTS_PER_SEGMENT = 12
+_DYN_TERMS = 40  # (2π)^40 / 40! ≈ 1e-16
+_DYN_THETA_MAX = 2 * math.pi
 _Fractions = tuple[FloatArray, FloatArray, np.ndarray]  # (frac, distinct values, flat index)
 
 
@@ -260,15 +262,28 @@ class PlanarPCC:
                        qd: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
         """``(M(q), C(q, q̇) q̇, G(q))`` in one pass (the simulator's hot path).
 
-        Equal to :meth:`mass_matrix`, :meth:`bias_forces` and :meth:`G`, but the segment
-        terms ``T, D, D2`` and the point Jacobians are evaluated once for all three.
+        Equal to :meth:`mass_matrix`, :meth:`bias_forces` and :meth:`G`. The segment terms
+        ``T, D, D2`` of all mass points come from one power series in ``θ_k`` per segment,
+        ``s f₀(iθs) = Σ_j (iθ)ʲ s^{j+1}/(j+1)!`` (and likewise ``s² f₁``, ``s³ f₂``), evaluated as
+        one matrix product for all fractions ``s`` (``_DYN_TERMS`` terms: exact to rounding for
+        ``|θ_k| ≤ 2π``; beyond that the general evaluation is used). The point Jacobians are
+        then shared by the three terms.
         """
-        T, D, D2 = self._terms(q, self._frac_mass, 2)
-        J = 1j * (T @ self.strict_lower) + D
+        if np.max(np.abs(q)) > _DYN_THETA_MAX:
+            return self.mass_matrix(q), self.bias_forces(q, qd), self.G(q)
+        fast = self.__dict__.get("_dyn")
+        if fast is None:
+            fast = self.__dict__["_dyn"] = self._dynamics_tables()
+        coef, index, seg3, lower_i = fast
+        n = self.n
+        rot = self.lengths * np.exp(1j * (self.base_angle + self.strict_lower @ q))
+        X = (np.vander(q, _DYN_TERMS, increasing=True) @ coef).ravel()[index] * rot[seg3]
+        T, D = X[:, :n], X[:, n:2 * n]  # X[:, 2n:] = D2
+        J = T @ lower_i + D
         JH = J.conj().T
         M = (JH @ (self.masses[:, None] * J)).real
         w = self.strict_lower @ qd
-        a = T @ (-(w * w)) + D @ (2j * w * qd) + D2 @ (qd * qd)
+        a = X @ np.concatenate((-(w * w), 2j * w * qd, qd * qd))
         bias = (JH @ (self.masses * a)).real
         G = self.gravity * (self.masses @ J).imag + self.stiffness * (q - self.q_rest)
         return M, bias, G
@@ -293,6 +308,22 @@ class PlanarPCC:
         hess = -(L.T * t) @ L + mixed + mixed.T + np.diag(d2)
         dG = self.gravity * hess.imag + np.diag(self.stiffness)
         return (np.array([x.real, x.imag]), np.stack([tip_J.real, tip_J.imag]), G, dG)
+
+    def _dynamics_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Series coefficients (K, 3U), gather index (points, 3n), segment index (3n,) and
+        ``i·strict_lower`` for :meth:`dynamics_terms`."""
+        _, values, flat = self._frac_mass
+        n, U = self.n, values.size
+        j = np.arange(_DYN_TERMS)[:, None]
+        fact = np.array([math.factorial(int(i)) for i in j[:, 0]], dtype=float)[:, None]
+        ij = 1j ** j
+        s = values[None, :]
+        coef = np.hstack([ij * s ** (j + 1) / (fact * (j + 1)),  # s f₀ → T
+                          1j * ij * s ** (j + 2) / (fact * (j + 2)),  # i s² f₁ → D
+                          -ij * s ** (j + 3) / (fact * (j + 3))])  # −s³ f₂ → D2
+        u, k = np.divmod(flat, n)  # distinct-fraction index and segment of each entry
+        index = np.hstack([k * 3 * U + d * U + u for d in range(3)])
+        return coef, index, np.tile(np.arange(n), 3), 1j * self.strict_lower
 
     # ------------------------------------------------------------------ description
 

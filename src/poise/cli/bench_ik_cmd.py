@@ -1,0 +1,61 @@
+"""``poise bench ik``: the Panda IK benchmark (see :mod:`poise.ik.benchmark`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+from typing import Any
+
+
+def register(commands: argparse._SubParsersAction, groups: dict[str, Any]) -> None:
+    p = groups["bench"].add_parser(
+        "ik", help="IK solve rate and time on random reachable Panda poses (TRAC-IK protocol)")
+    p.add_argument("--n", type=int, default=10_000, help="number of targets (default 10000)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the targets (default 0)")
+    p.add_argument("--model", default="panda", help="pose model (default panda)")
+    p.add_argument("--method", nargs="+", default=["lm"], choices=["lm", "dls", "pinv",
+                                                                  "transpose"],
+                   help="methods to time (default lm)")
+    p.add_argument("--baseline", default="pinv", choices=["pinv", "dls", "lm", "transpose", "none"],
+                   help="reference method timed in the same run "
+                   "for ratios ('none' to skip; default pinv)")
+    p.add_argument("--baseline-n", type=int, default=None,
+                   help="solve only the first N targets with the baseline")
+    p.add_argument("--restarts", type=int, default=50, help="random restarts allowed")
+    p.add_argument("--start", choices=["home", "random"], default="home",
+                   help="first start configuration (default: the model's home)")
+    p.add_argument("--tol", type=float, default=1e-6, help="tolerance on the task error")
+    p.add_argument("--json", metavar="FILE", help="also write the report as JSON to FILE")
+    p.set_defaults(func=cmd_bench_ik)
+
+
+def cmd_bench_ik(args: argparse.Namespace) -> int:
+    import sys
+
+    from poise.ik.benchmark import format_table, run_ik_benchmark
+    from poise.models import load_model
+
+    if args.n < 1 or args.restarts < 0 or not args.tol > 0:
+        print("poise bench ik: --n must be >= 1, --restarts >= 0, --tol > 0", file=sys.stderr)
+        return 2
+    try:
+        model = load_model(args.model)
+    except ValueError as exc:
+        print(f"poise bench ik: {exc}", file=sys.stderr)
+        return 2
+    if getattr(model, "task_kind", "") != "pose":
+        print(f"poise bench ik: model {args.model!r} has no pose task", file=sys.stderr)
+        return 2
+    report = run_ik_benchmark(
+        model, n=args.n, seed=args.seed, tol=args.tol, restarts=args.restarts,
+        methods=tuple(args.method), start=args.start,
+        baseline=None if args.baseline == "none" else args.baseline,
+        baseline_n=args.baseline_n)
+    print(format_table(report))
+    if args.json:
+        path = pathlib.Path(args.json)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(report, indent=2) + "\n")
+        print(f"wrote {path}")
+    return 0

@@ -1,0 +1,110 @@
+"""``poise solve``: one inverse-kinematics solve from the command line.
+
+    poise solve --model planar_2link --algorithm dls --target 0.6 0.3 --start 0.1 0.1 --json
+    poise solve --model panda --algorithm lm --target 0.4 0.1 0.5 0 1 0 0 --restarts 5
+
+Angles in radians, lengths in metres. Pose targets: 7 numbers ``x y z qw qx qy qz`` or 3
+numbers ``x y z`` (position only). Exit codes: 0 converged, 1 not converged (the closest
+configuration is printed), 2 invalid input (with ``--json``: a result with status
+``invalid_input``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from poise.ik.result import IKResult, InvalidInputError
+
+Solver = Callable[[Any, np.ndarray, "np.ndarray | None", argparse.Namespace], IKResult]
+
+
+def _classic(method: str) -> Solver:
+    def run(model: Any, target: np.ndarray, q0: np.ndarray | None,
+            args: argparse.Namespace) -> IKResult:
+        from poise.ik.clik import solve
+
+        gain: Any = args.gain
+        if gain is not None and len(gain) == 1:
+            gain = gain[0]
+        elif gain is not None:
+            gain = tuple(gain)
+        return solve(model, target, method=method, q0=q0, tol=args.tol, max_iter=args.max_iter,
+                     restarts=args.restarts, seed=args.seed, damping=args.damping, gain=gain,
+                     orientation_weight=args.orientation_weight, step=args.step)
+
+    return run
+
+
+#: ``--algorithm`` name → solver ``(model, target, q0, args) -> IKResult``.
+ALGORITHMS: dict[str, Solver] = {
+    "pinv": _classic("pinv"),
+    "dls": _classic("dls"),
+    "transpose": _classic("transpose"),
+    "lm": _classic("lm"),
+}
+
+
+def register(commands: argparse._SubParsersAction, groups: dict[str, Any]) -> None:
+    p = commands.add_parser("solve", help="solve inverse kinematics for one target",
+                            description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--model", required=True, help="built-in model name or .toml path")
+    p.add_argument("--algorithm", default="dls", choices=sorted(ALGORITHMS),
+                   help="solver (default dls)")
+    p.add_argument("--target", required=True, nargs="+", type=float, metavar="X",
+                   help="task vector; pose models: x y z qw qx qy qz, or x y z")
+    p.add_argument("--start", nargs="+", type=float, metavar="Q",
+                   help="start configuration [rad] (default: the model's home)")
+    p.add_argument("--tol", type=float, default=1e-6, help="tolerance on the task error")
+    p.add_argument("--max-iter", type=int, default=None, help="iterations per attempt")
+    p.add_argument("--restarts", type=int, default=0, help="random restarts")
+    p.add_argument("--seed", type=int, default=0, help="seed of the restarts")
+    p.add_argument("--damping", type=float, default=None,
+                   help="fixed damping λ (dls, lm); default: adaptive")
+    p.add_argument("--gain", type=float, nargs="+", default=None, metavar="K",
+                   help="k_P, or k_Pp k_Po")
+    p.add_argument("--orientation-weight", type=float, default=1.0,
+                   help="w_o in W = diag(I, w_o I)")
+    p.add_argument("--step", type=float, default=1.0, help="step Δt")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--history", action="store_true", help="include the residual history (JSON)")
+    p.set_defaults(func=cmd_solve)
+
+
+def cmd_solve(args: argparse.Namespace) -> int:
+    from poise.models import load_model
+
+    target = np.array(args.target, dtype=float)
+    q0 = None if args.start is None else np.array(args.start, dtype=float)
+    try:
+        model = load_model(args.model)
+        result = ALGORITHMS[args.algorithm](model, target, q0, args)
+    except (InvalidInputError, ValueError) as exc:  # ModelError is a ValueError
+        if args.json:
+            print(json.dumps(IKResult.refused(q0, str(exc)).to_dict(), indent=2))
+        print(f"poise solve: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(result.to_dict(include_history=args.history), indent=2))
+    else:
+        _print_human(result)
+    return 0 if result.success else 1
+
+
+def _print_human(r: IKResult) -> None:
+    fmt = np.array2string
+    print(f"status      {r.status.value} ({'success' if r.success else 'FAILED'})")
+    print(f"q [rad]     {fmt(r.q, precision=6, separator=', ')}")
+    if r.x is not None:
+        print(f"x           {fmt(r.x, precision=6, separator=', ')}")
+    print(f"task error  {r.task_error:.3e}  (position {r.position_error:.3e}, "
+          f"orientation {r.orientation_error:.3e} rad)")
+    print(f"iterations  {r.iterations}  restarts {r.restarts}  σ_min {r.sigma_min:.3g}  "
+          f"time {r.wall_time * 1e3:.2f} ms")
+    if r.message:
+        print(f"message     {r.message}")
