@@ -2,6 +2,8 @@
 
     poise solve --model planar_2link --algorithm dls --target 0.6 0.3 --start 0.1 0.1 --json
     poise solve --model panda --algorithm lm --target 0.4 0.1 0.5 0 1 0 0 --restarts 5
+    poise solve --model double_pendulum --algorithm alg1 --target 0.6 --start 0.3 -1.0
+    poise solve --model dancer --algorithm alg2 --target 0 1.0889 --reject-unstable --json
 
 Angles in radians, lengths in metres. Pose targets: 7 numbers ``x y z qw qx qy qz`` or 3
 numbers ``x y z`` (position only). Exit codes: 0 converged, 1 not converged (the closest
@@ -41,12 +43,40 @@ def _classic(method: str) -> Solver:
     return run
 
 
+def _held(name: str) -> Solver:
+    """Held-configuration solvers (seed 000): ``plain``, ``alg1``, ``alg2``."""
+
+    def run(model: Any, target: np.ndarray, q0: np.ndarray | None,
+            args: argparse.Namespace) -> IKResult:
+        from poise.ik.held import HeldOptions, solve_held
+
+        if not hasattr(model, "C"):
+            raise InvalidInputError(
+                f"--algorithm {name}: model {model.name} has no statics (no actuation split); "
+                "use pinv, dls, transpose or lm")
+        options = HeldOptions(tol=args.tol, max_iter=args.max_iter or 500,
+                              reject_unstable=args.reject_unstable)
+        kwargs: dict[str, Any] = {"options": options}
+        if name == "alg2":
+            kwargs.update(gamma_z=args.gamma_z, gamma_e=args.gamma_e, dt=args.dt)
+            if args.damping is not None:
+                kwargs["damping"] = args.damping
+        elif args.damping is not None:
+            kwargs["damping"] = args.damping
+        return solve_held(model, name, target, q0, **kwargs)
+
+    return run
+
+
 #: ``--algorithm`` name → solver ``(model, target, q0, args) -> IKResult``.
 ALGORITHMS: dict[str, Solver] = {
     "pinv": _classic("pinv"),
     "dls": _classic("dls"),
     "transpose": _classic("transpose"),
     "lm": _classic("lm"),
+    "plain": _held("plain"),
+    "alg1": _held("alg1"),
+    "alg2": _held("alg2"),
 }
 
 
@@ -71,6 +101,14 @@ def register(commands: argparse._SubParsersAction, groups: dict[str, Any]) -> No
     p.add_argument("--orientation-weight", type=float, default=1.0,
                    help="w_o in W = diag(I, w_o I)")
     p.add_argument("--step", type=float, default=1.0, help="step Δt")
+    p.add_argument("--gravity", type=float, default=None,
+                   help="gravity g [m/s²] for models with statics (default: the model's)")
+    p.add_argument("--reject-unstable", action="store_true",
+                   help="alg1/alg2: an unstable held configuration is a failure (status "
+                        "unstable)")
+    p.add_argument("--gamma-z", type=float, default=1.0, help="alg2: task gain ΓZ")
+    p.add_argument("--gamma-e", type=float, default=1.0, help="alg2: statics gain ΓE")
+    p.add_argument("--dt", type=float, default=0.5, help="alg2: step Δt")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--history", action="store_true", help="include the residual history (JSON)")
     p.set_defaults(func=cmd_solve)
@@ -82,7 +120,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     target = np.array(args.target, dtype=float)
     q0 = None if args.start is None else np.array(args.start, dtype=float)
     try:
-        model = load_model(args.model)
+        model = load_model(args.model, gravity=args.gravity)
         result = ALGORITHMS[args.algorithm](model, target, q0, args)
     except (InvalidInputError, ValueError) as exc:  # ModelError is a ValueError
         if args.json:
@@ -106,5 +144,10 @@ def _print_human(r: IKResult) -> None:
           f"orientation {r.orientation_error:.3e} rad)")
     print(f"iterations  {r.iterations}  restarts {r.restarts}  σ_min {r.sigma_min:.3g}  "
           f"time {r.wall_time * 1e3:.2f} ms")
+    if r.statics_residual is not None:
+        print(f"qa          {fmt(r.qa, precision=6, separator=', ')}")
+        print(f"qu          {fmt(r.qu, precision=6, separator=', ')}")
+        print(f"|G_u|       {r.statics_residual:.3e}  min eig H_uu {r.min_eig_Huu:.4g}  "
+              f"({'stable' if r.stable else 'UNSTABLE'})")
     if r.message:
         print(f"message     {r.message}")
