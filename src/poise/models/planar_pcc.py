@@ -269,23 +269,22 @@ class PlanarPCC:
         ``|θ_k| ≤ 2π``; beyond that the general evaluation is used). The point Jacobians are
         then shared by the three terms.
         """
-        if np.max(np.abs(q)) > _DYN_THETA_MAX:
+        if np.abs(q).max() > _DYN_THETA_MAX:
             return self.mass_matrix(q), self.bias_forces(q, qd), self.G(q)
         fast = self.__dict__.get("_dyn")
         if fast is None:
             fast = self.__dict__["_dyn"] = self._dynamics_tables()
-        coef, index, seg3, lower_i = fast
+        coef, index, rot0, psi_i, lower_i, b1, b2, gm, mcol = fast
         n = self.n
-        rot = self.lengths * np.exp(1j * (self.base_angle + self.strict_lower @ q))
-        X = (np.vander(q, _DYN_TERMS, increasing=True) @ coef).ravel()[index] * rot[seg3]
-        T, D = X[:, :n], X[:, n:2 * n]  # X[:, 2n:] = D2
-        J = T @ lower_i + D
+        # X = [T | D | D2] (points, 3n): series values × L_k e^{iψ_k}, ψ = ψ_base + Σ_{j<k} θ_j
+        X = (np.vander(q, _DYN_TERMS, increasing=True) @ coef).ravel()[index] \
+            * (rot0 * np.exp(psi_i @ q))
+        J = X[:, :n] @ lower_i + X[:, n:2 * n]  # i Σ_{k>j} T + D
         JH = J.conj().T
-        M = (JH @ (self.masses[:, None] * J)).real
-        w = self.strict_lower @ qd
-        a = X @ np.concatenate((-(w * w), 2j * w * qd, qd * qd))
-        bias = (JH @ (self.masses * a)).real
-        G = self.gravity * (self.masses @ J).imag + self.stiffness * (q - self.q_rest)
+        M = (JH @ (mcol * J)).real
+        # a_p = Σ_k −T ω_k² + 2i D ω_k θ̇_k + D2 θ̇_k² = X @ ((B1 q̇) ∘ (B2 q̇)), ω = L q̇
+        bias = (JH @ (self.masses * (X @ ((b1 @ qd) * (b2 @ qd))))).real
+        G = (gm @ J).imag + self.stiffness * (q - self.q_rest)
         return M, bias, G
 
     def statics_terms(
@@ -309,21 +308,28 @@ class PlanarPCC:
         dG = self.gravity * hess.imag + np.diag(self.stiffness)
         return (np.array([x.real, x.imag]), np.stack([tip_J.real, tip_J.imag]), G, dG)
 
-    def _dynamics_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Series coefficients (K, 3U), gather index (points, 3n), segment index (3n,) and
-        ``i·strict_lower`` for :meth:`dynamics_terms`."""
+    def _dynamics_tables(self) -> tuple[np.ndarray, ...]:
+        """Constant tables of :meth:`dynamics_terms`: series coefficients (K, 3U), gather index
+        (points, 3n), ``L e^{iψ_base}`` and ``i·strict_lower`` per column of ``X``, the bilinear
+        maps ``B1, B2`` of the point accelerations, ``g m`` and ``m`` as a column."""
         _, values, flat = self._frac_mass
         n, U = self.n, values.size
         j = np.arange(_DYN_TERMS)[:, None]
         fact = np.array([math.factorial(int(i)) for i in j[:, 0]], dtype=float)[:, None]
-        ij = 1j ** j
+        ij = np.array([1, 1j, -1, -1j])[j % 4]  # iʲ, exactly
         s = values[None, :]
         coef = np.hstack([ij * s ** (j + 1) / (fact * (j + 1)),  # s f₀ → T
                           1j * ij * s ** (j + 2) / (fact * (j + 2)),  # i s² f₁ → D
                           -ij * s ** (j + 3) / (fact * (j + 3))])  # −s³ f₂ → D2
         u, k = np.divmod(flat, n)  # distinct-fraction index and segment of each entry
         index = np.hstack([k * 3 * U + d * U + u for d in range(3)])
-        return coef, index, np.tile(np.arange(n), 3), 1j * self.strict_lower
+        seg3 = np.tile(np.arange(n), 3)
+        lower = self.strict_lower
+        eye = np.eye(n)
+        return (coef, index, (self.lengths * np.exp(1j * self.base_angle))[seg3],
+                1j * lower[seg3], 1j * lower,
+                np.vstack([-lower, 2j * lower, eye]), np.vstack([lower, eye, eye]),
+                self.gravity * self.masses, self.masses[:, None])
 
     # ------------------------------------------------------------------ description
 

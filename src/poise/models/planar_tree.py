@@ -150,6 +150,7 @@ class PlanarTree:
         self.M_w = self.W_com.T @ (self.masses[:, None] * self.W_com)
         self.a_w = self.W_com.T @ self.masses  # [kg·m] gravity moment weights per body
         self.total_mass = float(self.masses.sum())
+        self._inertia_diag = np.diag(self.inertias)
 
         if spec.task_kind == "com_xy":
             rows = np.repeat((self.masses @ self.W_com / self.total_mass)[None], 2, axis=0)
@@ -238,6 +239,22 @@ class PlanarTree:
         psid = self.S @ qd
         sin_diff = np.outer(c, s) - np.outer(s, c)  # [a, b] = sin(ψ_b − ψ_a)
         return -self.S.T @ ((sin_diff * self.M_w) @ (psid * psid))
+
+    def dynamics_terms(self, q: FloatArray,
+                       qd: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """``(M(q), C(q, q̇) q̇, G(q))`` in one pass (the simulator's hot path).
+
+        Equal to :meth:`mass_matrix`, :meth:`bias_forces` and :meth:`G`; shares
+        ``e^{iψ}``: ``e_a ē_b = cos(ψ_a − ψ_b) + i sin(ψ_a − ψ_b)``.
+        """
+        psi = self.S @ q + self.psi0
+        e = np.exp(1j * psi)
+        rel = np.outer(e, e.conj())  # [a, b] = e^{i(ψ_a − ψ_b)}
+        M = self.S.T @ (rel.real * self.M_w + self._inertia_diag) @ self.S
+        psid = self.S @ qd
+        bias = self.S.T @ ((rel.imag * self.M_w) @ (psid * psid))
+        G = self.gravity * (self.S.T @ (self.a_w * e.real)) + self.stiffness * (q - self.q_rest)
+        return M, bias, G
 
     # ------------------------------------------------------------------ description
 

@@ -33,8 +33,9 @@ FAMILIES: dict[str, str] = {
 }
 
 #: Top-level keys the loader strips before handing the data to the family class
-#: (``poise model show --json`` writes derived quantities there).
-IGNORED_KEYS = ("derived",)
+#: (``poise model show --json`` writes derived quantities there; ``poise calibrate`` writes its
+#: parameters, uncertainties and provenance under ``calibration``).
+IGNORED_KEYS = ("derived", "calibration")
 
 DATA_DIR = pathlib.Path(__file__).parent / "data"
 

@@ -1,0 +1,75 @@
+"""Rigid-body (and point-mass) dynamics of a :class:`~poise.models.base.MechanicalModel`.
+
+    M(q) q̈ + C(q, q̇) q̇ + D q̇ + G(q) = Aᵀ τ,        Aᵀ τ = Cᵀ [τ; 0]
+
+``M`` comes from the model's mass points / bodies, ``C(q, q̇) q̇`` from ``model.bias_forces``
+(consistent with ``M``: both from the same point Jacobians), ``D = diag(model.damping)``, ``G``
+from the model, and ``A`` is the first ``m`` rows of the model's change of coordinates ``C``.
+Models that provide ``dynamics_terms(q, q̇) -> (M, C q̇, G)`` (both built-in families) are
+evaluated in one fused call, which shares the kinematics between the three terms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from scipy.linalg.lapack import dposv
+
+from poise.models.base import FloatArray, MechanicalModel
+
+Terms = Callable[[FloatArray, FloatArray], tuple[FloatArray, FloatArray, FloatArray]]
+
+
+def terms_function(model: MechanicalModel) -> Terms:
+    """``(q, q̇) -> (M, C(q, q̇) q̇, G)``: the model's fused evaluation when it has one."""
+    fused = getattr(model, "dynamics_terms", None)
+    if callable(fused):
+        return fused
+
+    def separate(q: FloatArray, qd: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+        return model.mass_matrix(q), model.bias_forces(q, qd), model.G(q)
+
+    return separate
+
+
+def solve_spd(M: FloatArray, f: FloatArray) -> FloatArray:
+    """``M⁻¹ f`` for the symmetric positive definite mass matrix (LAPACK ``dposv``, Cholesky:
+    ~1 µs against ~3 µs for ``numpy.linalg.solve`` at n ≤ 5); LU if ``M`` is not PD."""
+    _, x, info = dposv(M, f)
+    return x if info == 0 else np.linalg.solve(M, f)
+
+
+class Dynamics:
+    """The equations of motion of one model (no state; the :class:`~poise.sim.Simulator` owns it).
+
+    Attributes:
+        model: the robot.
+        A: actuation matrix (m, n); ``qa = A q`` and the actuators' generalised force is ``Aᵀ τ``.
+        damping: joint viscous damping ``D`` (n,) [N·m·s/rad].
+    """
+
+    def __init__(self, model: MechanicalModel) -> None:
+        self.model = model
+        self.n = int(model.n)
+        self.m = int(model.m)
+        self.A = np.array(model.C[: self.m], dtype=float)
+        self.AT = self.A.T.copy()
+        self.damping = np.array(model.damping, dtype=float)
+        self.terms = terms_function(model)
+
+    def acceleration(self, q: FloatArray, qd: FloatArray, tau: FloatArray) -> FloatArray:
+        """``q̈ = M⁻¹ (Aᵀ τ − C q̇ − D q̇ − G)`` (n,) [rad/s²] for actuator efforts ``tau`` (m,)."""
+        M, bias, G = self.terms(q, qd)
+        return solve_spd(M, self.AT @ tau - bias - self.damping * qd - G)
+
+    def kinetic_energy(self, q: FloatArray, qd: FloatArray) -> float:
+        """``½ q̇ᵀ M(q) q̇`` [J]."""
+        return float(0.5 * qd @ self.model.mass_matrix(q) @ qd)
+
+    def energy(self, q: FloatArray, qd: FloatArray) -> float:
+        """Total mechanical energy ``½ q̇ᵀ M q̇ + U(q)`` [J] (conserved with ``D = 0``, ``τ = 0``)."""
+        return self.kinetic_energy(q, qd) + float(self.model.potential(q))
+
+
+__all__ = ["Dynamics", "Terms", "solve_spd", "terms_function"]
