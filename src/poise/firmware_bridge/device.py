@@ -294,7 +294,8 @@ class FaultInjection:
         drop: probability that a frame is not sent (its sequence number is still used).
         corrupt: probability that one byte of a frame is flipped (never the delimiter).
         delay_ms: extra latency of every frame [ms].
-        disconnect_after: close the pty this many seconds after it was opened (``None``: never).
+        disconnect_after: close the pty this many seconds after it was first opened, once
+            (``None``: never); it reopens after ``reopen_after``.
         reopen_after: after a disconnect, open a new pty this many seconds later (``None``: stop).
         seed: random seed (``None``: nondeterministic).
     """
@@ -403,8 +404,9 @@ class PtyDevice:
         next_tick = opened
         while not self._stop.is_set():
             now = time.monotonic()
-            dc_after = self.faults.disconnect_after
+            dc_after = None if self.connections > 1 else self.faults.disconnect_after
             if self._disconnect.is_set() or (dc_after is not None and now - opened >= dc_after):
+                # --disconnect-after unplugs once (the first connection); disconnect() any time.
                 self._disconnect.clear()
                 self.close()
                 pending.clear()

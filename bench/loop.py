@@ -1,0 +1,34 @@
+"""Control-loop benchmark: lateness, latency and missed cycles at 500 Hz and 1 kHz.
+
+Usage: ``python bench/loop.py [--seconds S] [--json PATH]`` (same as ``poise bench loop``).
+The controller runs against ``poise device sim`` in a separate process; prints a table and
+writes JSON (default ``bench/results/loop.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+
+from poise.controller import benchmark
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=60.0, help="measured seconds per rate")
+    parser.add_argument("--rates", type=float, nargs="+", default=[500.0, 1000.0])
+    parser.add_argument("--pacing", choices=("device", "host"), default="device")
+    parser.add_argument("--json", type=pathlib.Path,
+                        default=pathlib.Path(__file__).parent / "results" / "loop.json")
+    args = parser.parse_args(argv)
+    result = benchmark.run(args.seconds, tuple(args.rates), pacing=args.pacing)
+    print(benchmark.table(result))
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,32 @@
+"""``poise bench loop``: control-loop timing against the virtual device."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+
+
+def register(commands, groups) -> None:
+    p = groups["bench"].add_parser(
+        "loop", help="control-loop lateness/latency/missed cycles at 500 Hz and 1 kHz")
+    p.add_argument("--seconds", type=float, default=60.0, help="measured seconds per rate")
+    p.add_argument("--rates", type=float, nargs="+", default=[500.0, 1000.0], metavar="HZ")
+    p.add_argument("--pacing", choices=("device", "host"), default="device")
+    p.add_argument("--json", nargs="?", const="-", metavar="PATH",
+                   help="write JSON to PATH (or to stdout without PATH)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from poise.controller import benchmark
+
+    result = benchmark.run(args.seconds, tuple(args.rates), pacing=args.pacing)
+    if args.json == "-":
+        print(json.dumps(result, indent=1))
+        return 0
+    print(benchmark.table(result))
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+        print(f"wrote {args.json}")
+    return 0

@@ -1,0 +1,736 @@
+"""The controller service: state machine, the fixed-rate loop thread, safety, commands.
+
+:class:`Controller` owns one device link (:class:`~poise.firmware_bridge.transport.SerialLink`,
+blocking pyserial with its own reader thread) and one loop thread. Per cycle::
+
+    sensor frame → measured q → IK step (alg1 / alg2 / plain; ff: error from q̄, fb: from q)
+      → safety (rate + position limits, NaN guard) → setpoint (q̄a, τ_ff = G_a(q̄))
+      → CycleSample offered to every subscribed SampleQueue (never blocks)
+
+Pacing (``loop.pacing``):
+
+* ``device`` (default): the device streams sensor frames at the loop rate and the loop answers
+  each one as soon as it arrives (blocking ``next_sensors``); if it fell behind it skips to the
+  newest frame (counted as missed). Latency = frame arrival → setpoint written.
+* ``host``: the loop keeps its own clock (sleep, then spin on ``perf_counter`` for the last
+  0.25 ms) and uses the newest frame at each deadline; for devices that must be polled or
+  stream at another rate. Latency then includes the frame's age.
+
+Everything else (MQTT, logs, the GUI, ``submit``) runs in other threads and talks to the loop
+only through the immutable :class:`~poise.controller.params.LiveParams` reference (swapped
+atomically), the state machine, and bounded :class:`~poise.controller.bus.SampleQueue` s.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import math
+import sys
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+from poise.controller.bus import (
+    COMMAND_NAMES,
+    Command,
+    CommandResponse,
+    CycleSample,
+    Event,
+    SampleQueue,
+)
+from poise.controller.config import Config, ConfigError, ControllerModel, build_model
+from poise.controller.params import (
+    LiveParams,
+    ParamError,
+    parse_target,
+    with_algorithm,
+    with_gains,
+    with_mode,
+)
+from poise.controller.safety import SafetyLimits, all_finite, limit_setpoint
+from poise.controller.simdevice import SimDevice, SimDeviceError
+from poise.controller.state import LATCHED, State, StateMachine
+from poise.controller.stepper import Stepper, make_stepper
+from poise.controller.timing import TimingStats
+from poise.firmware_bridge import messages as msg
+from poise.firmware_bridge.link import DeviceTimeoutError, LinkError, SensorSample
+from poise.firmware_bridge.transport import SerialLink
+
+#: Host pacing spins on the clock for this long before each deadline [s].
+SPIN = 0.25e-3
+
+
+class ControllerError(RuntimeError):
+    """The controller cannot do what was asked; the message says why."""
+
+
+def _ok(cmd: str, reason: str = "", cid: str = "") -> CommandResponse:
+    return CommandResponse(cid, cmd, True, reason)
+
+
+def _no(cmd: str, reason: str, cid: str = "") -> CommandResponse:
+    return CommandResponse(cid, cmd, False, reason)
+
+
+class Controller:
+    """The real-time controller service (in-process API; ``poise run`` is a thin CLI on it).
+
+    Args:
+        config: the validated configuration.
+        model: the statics model (default: built from ``config.model``).
+
+    Use::
+
+        ctl = Controller(load_config("run.toml"))
+        samples = ctl.subscribe()            # SampleQueue[CycleSample]
+        ctl.start()                          # idle → connecting → ready → running
+        ctl.submit(Command("target", [0.4]))
+        ...
+        ctl.stop(); print(ctl.summary()); ctl.close()
+    """
+
+    def __init__(self, config: Config, *, model: ControllerModel | None = None) -> None:
+        self.config = config
+        self.model_info = model or build_model(config.model)
+        self.model = self.model_info.model
+        self.period = 1.0 / config.loop.rate
+        self._sample_subs: list[SampleQueue[CycleSample]] = []
+        self._event_subs: list[SampleQueue[Event]] = []
+        self._history: collections.deque[Event] = collections.deque(maxlen=2000)
+        self._sub_lock = threading.Lock()
+        self._sm = StateMachine(self._publish)
+        self.timing_stats = TimingStats()
+        self._cmd_lock = threading.RLock()
+        self._param_lock = threading.Lock()
+        self.link: SerialLink | None = None
+        self.sim: SimDevice | None = None
+        self._thread: threading.Thread | None = None
+        self._quit = threading.Event()
+        target = config.algorithm.target
+        if target is not None and len(target) != self.model.task_dim:
+            raise ConfigError(f"{config.source}: algorithm.target = {list(target)}: the model "
+                              f"'{self.model.name}' has a {self.model.task_dim}-dimensional "
+                              f"task")
+        self._target_set = target is not None
+        self._params = LiveParams.from_config(
+            config, np.asarray(target if target is not None else np.zeros(self.model.task_dim)))
+        if config.algorithm.name == "alg1" and config.algorithm.update == "inverse" and \
+                self.model.m != self.model.task_dim:
+            raise ConfigError(f"{config.source}: algorithm.update = 'inverse' needs m = "
+                              f"task_dim; model '{self.model.name}' has m = {self.model.m}, "
+                              f"task_dim = {self.model.task_dim}")
+        self.limits = SafetyLimits.build(self.model.m, self.model.qa_min, self.model.qa_max,
+                                         config.limits.qa_min, config.limits.qa_max,
+                                         config.limits.qa_rate)
+        self._stepper: Stepper | None = None
+        self._reset_pending = False
+        self._clear_estop = False
+        self._armed_at = math.inf
+        self._seq = 0
+        self._last: dict[str, Any] = {}
+        self._holding = False
+        self._last_frame_time = time.perf_counter()
+        self._started_at: float | None = None
+        self._old_switch: float | None = None
+
+    # ------------------------------------------------------------------ observation
+
+    @property
+    def state(self) -> State:
+        """The current :class:`~poise.controller.state.State`."""
+        return self._sm.state
+
+    @property
+    def reason(self) -> str:
+        """Why a latched state (fault, estop) was entered; empty otherwise."""
+        return self._sm.reason
+
+    @property
+    def params(self) -> LiveParams:
+        """The live parameters the next cycle will use."""
+        return self._params
+
+    def subscribe(self, maxlen: int = 10_000) -> SampleQueue[CycleSample]:
+        """A new bounded queue that receives every :class:`CycleSample` (drop-oldest)."""
+        q: SampleQueue[CycleSample] = SampleQueue(maxlen)
+        with self._sub_lock:
+            self._sample_subs = [*self._sample_subs, q]
+        return q
+
+    def events(self, maxlen: int = 10_000, history: bool = True) -> SampleQueue[Event]:
+        """A new bounded queue that receives every :class:`Event` (with the past ones first
+        when ``history``)."""
+        q: SampleQueue[Event] = SampleQueue(maxlen)
+        with self._sub_lock:
+            if history:
+                for ev in self._history:
+                    q.put(ev)
+            self._event_subs = [*self._event_subs, q]
+        return q
+
+    def unsubscribe(self, queue: SampleQueue[Any]) -> None:
+        """Stop feeding ``queue`` (samples or events)."""
+        with self._sub_lock:
+            self._sample_subs = [q for q in self._sample_subs if q is not queue]
+            self._event_subs = [q for q in self._event_subs if q is not queue]
+
+    def history(self) -> list[Event]:
+        """The last events (up to 2000)."""
+        return list(self._history)
+
+    def wait_for(self, *states: State, timeout: float = 5.0) -> bool:
+        """Block until the state is one of ``states``; False on timeout."""
+        return self._sm.wait_for(tuple(states), timeout)
+
+    def timing(self) -> dict[str, Any]:
+        """Timing percentiles (µs) and counters of the cycles so far (see
+        :mod:`poise.controller.timing`). Call from any thread."""
+        return self.timing_stats.summary()
+
+    # ------------------------------------------------------------------ events
+
+    def _publish(self, event: Event) -> None:
+        self._history.append(event)
+        for q in self._event_subs:
+            q.put(event)
+
+    def _event(self, kind: str, **data: Any) -> None:
+        self._publish(Event(time.monotonic(), kind, data))
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def connect(self) -> CommandResponse:
+        """idle → connecting → ready: spawn the virtual device if ``device.port = "sim"``,
+        open the link, handshake, check the channels against the model, set the rate."""
+        with self._cmd_lock:
+            if self.state in (State.READY, State.RUNNING):
+                return _ok("connect", "already connected")
+            if self.state != State.IDLE:
+                return _no("connect", f"cannot connect in state {self.state.value}")
+            self._sm.to(State.CONNECTING, "connect")
+            cfg = self.config.device
+            try:
+                port = cfg.port
+                if port == "sim":
+                    self.sim = SimDevice(cfg.sim_model or self.config.model.name,
+                                         rate=self.config.loop.rate, params=cfg.sim_params,
+                                         extra=cfg.sim_args)
+                    port = self.sim.start()
+                link = SerialLink(port, baudrate=cfg.baud, timeout=cfg.timeout,
+                                  on_fault=self._on_device_fault)
+                desc = link.connect()
+                self.link = link
+                self._check_device(desc)
+                ack = link.configure(msg.ConfigKey.SENSOR_RATE_HZ, round(self.config.loop.rate))
+                if not ack.ok:
+                    raise ControllerError(f"device refused rate {self.config.loop.rate:g} Hz "
+                                          f"({msg.ErrorCode(ack.code).name})")
+                if cfg.watchdog_ms is not None:
+                    ack = link.configure(msg.ConfigKey.WATCHDOG_MS, cfg.watchdog_ms)
+                    if not ack.ok:
+                        raise ControllerError(f"device refused watchdog {cfg.watchdog_ms} ms "
+                                              f"({msg.ErrorCode(ack.code).name})")
+                self.limits = SafetyLimits.build(
+                    self.model.m, self.model.qa_min, self.model.qa_max,
+                    self.config.limits.qa_min, self.config.limits.qa_max,
+                    self.config.limits.qa_rate,
+                    [c.lower for c in desc.actuators], [c.upper for c in desc.actuators])
+            except (LinkError, SimDeviceError, ControllerError, ValueError, OSError) as exc:
+                self._teardown()
+                self._sm.to(State.FAULT, f"connect failed: {exc}")
+                return _no("connect", f"connect failed: {exc}")
+            self._event("info", device=desc.as_dict(), port=port)
+            self._quit.clear()
+            self._thread = threading.Thread(target=self._run, name="poise-control-loop",
+                                            daemon=True)
+            if self.config.loop.switch_interval > 0:
+                self._old_switch = sys.getswitchinterval()
+                sys.setswitchinterval(self.config.loop.switch_interval)
+            self._sm.to(State.READY, "connected")
+            self._thread.start()
+            return _ok("connect")
+
+    def _check_device(self, desc) -> None:
+        n_q, n_a = len(desc.coordinates), len(desc.actuators)
+        if (n_q, n_a) != (self.model.n, self.model.m):
+            raise ControllerError(
+                f"device '{desc.firmware_id}' has {n_q} coordinate and {n_a} actuator channels"
+                f"; model '{self.model.name}' needs n = {self.model.n} and m = {self.model.m}")
+
+    def start(self, cause: str = "start") -> CommandResponse:
+        """Connect if needed, arm the device and run the loop (ready → running)."""
+        with self._cmd_lock:
+            st = self.state
+            if st in LATCHED:
+                return _no("run", f"{st.value} latched ({self.reason}); send 'clear' first")
+            if st == State.RUNNING:
+                return _ok("run", "already running")
+            if st == State.IDLE:
+                r = self.connect()
+                if not r.accepted:
+                    return _no("run", r.reason)
+            if self.state != State.READY or self.link is None:
+                return _no("run", f"cannot start in state {self.state.value}")
+            if not self.link.connected:
+                return _no("run", "device not connected (the link is reconnecting)")
+            try:
+                ack = self.link.arm(clear_estop=self._clear_estop)
+            except LinkError as exc:
+                return _no("run", f"arm failed: {exc}")
+            if not ack.ok:
+                return _no("run", f"device refused to arm ({msg.ErrorCode(ack.code).name})")
+            self._armed_at = time.perf_counter()
+            self._clear_estop = False
+            self._reset_pending = True
+            self._started_at = time.monotonic()
+            self._sm.to(State.RUNNING, cause)
+            return _ok("run")
+
+    def stop(self, cause: str = "stop") -> CommandResponse:
+        """running → stopping → ready: stop sending setpoints and disarm (the device holds)."""
+        with self._cmd_lock:
+            if self.state != State.RUNNING:
+                return _ok("run", f"not running (state {self.state.value})")
+            self._sm.to(State.STOPPING, cause)
+            self._disarm()
+            self._sm.to(State.READY, "stopped")
+            return _ok("run")
+
+    def estop(self, cause: str = "e-stop") -> CommandResponse:
+        """Latch the e-stop (any state) and send EStop to the device."""
+        self._sm.to(State.ESTOP, cause)
+        self._clear_estop = True
+        link = self.link
+        if link is not None and link.connected:
+            try:
+                link.estop()
+            except LinkError as exc:
+                self._event("fault", source="host", code="estop_not_acknowledged",
+                            text=str(exc))
+        return _ok("estop")
+
+    def clear(self, cause: str = "clear") -> CommandResponse:
+        """Clear a latched fault or e-stop: → ready (device connected) or idle (no link)."""
+        with self._cmd_lock:
+            if self.state not in LATCHED:
+                return _no("clear", f"nothing to clear (state {self.state.value})")
+            if self.link is None:
+                self._sm.to(State.IDLE, cause)
+                return _ok("clear")
+            if not self.link.connected:
+                return _no("clear", "device not connected (the link is reconnecting); "
+                           "clear again once it is back")
+            self._holding = False
+            self._last_frame_time = time.perf_counter()
+            self._sm.to(State.READY, cause)
+            return _ok("clear")
+
+    def close(self) -> None:
+        """Stop (disarm), end the loop thread, close the link and the virtual device → idle."""
+        with self._cmd_lock:
+            if self.state == State.RUNNING:
+                self.stop("close")
+            self._quit.set()
+            if self._thread is not None and self._thread is not threading.current_thread():
+                self._thread.join(timeout=5)
+            self._thread = None
+            self._teardown()
+            self._sm.to(State.IDLE, "closed")
+            if self._old_switch is not None:
+                sys.setswitchinterval(self._old_switch)
+                self._old_switch = None
+
+    def _teardown(self) -> None:
+        link, self.link = self.link, None
+        if link is not None:
+            with contextlib.suppress(LinkError):
+                if link.connected:
+                    link.disarm()
+            link.close()
+        sim, self.sim = self.sim, None
+        if sim is not None:
+            sim.stop()
+
+    def __enter__(self) -> Controller:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _disarm(self) -> None:
+        link = self.link
+        if link is None or not link.connected:
+            return
+        try:
+            ack = link.disarm()
+            if not ack.ok:
+                self._event("fault", source="host", code="disarm_refused",
+                            text=msg.ErrorCode(ack.code).name)
+        except LinkError as exc:
+            self._event("fault", source="host", code="disarm_failed", text=str(exc))
+
+    def _fault(self, cause: str, **data: Any) -> None:
+        """Latch a fault (from any thread) and disarm the device without blocking the loop."""
+        if self._sm.to(State.FAULT, cause):
+            self._event("fault", source="host", reason=cause, **data)
+            threading.Thread(target=self._disarm, name="poise-disarm", daemon=True).start()
+
+    def _on_device_fault(self, fault: msg.Fault) -> None:
+        """Reader thread: a Fault frame from the device."""
+        try:
+            code = msg.FaultCode(fault.code).name.lower()
+        except ValueError:
+            code = f"code_{fault.code}"
+        sev = int(fault.severity)
+        self._event("fault", source="device", code=code, severity=sev, channel=fault.channel,
+                    value=fault.value, text=fault.text)
+        if fault.code == msg.FaultCode.ESTOP:
+            # _clear_estop: an e-stop we already know of (ours) and have not re-armed since;
+            # its Fault frame may arrive after a fast `clear`, and must not latch again.
+            if self.state != State.ESTOP and not self._clear_estop:
+                self._clear_estop = True
+                self._sm.to(State.ESTOP, f"device reported e-stop ({fault.text})")
+        elif sev >= msg.Severity.ERROR and self.state in (State.RUNNING, State.READY):
+            self._fault(f"device fault: {code} ({fault.text})")
+
+    # ------------------------------------------------------------------ commands
+
+    def submit(self, command: Command) -> CommandResponse:
+        """Validate and apply a command between two cycles (thread-safe); always answered.
+
+        Refused with a reason: unknown name, bad value, not allowed in the current state
+        (everything but ``clear`` and ``estop`` while the e-stop is latched).
+        """
+        name, value, cid = command.name, command.value, command.id
+        if name not in COMMAND_NAMES:
+            resp = _no(name, f"unknown command; allowed: {', '.join(COMMAND_NAMES)}", cid)
+        elif self.state == State.ESTOP and name not in ("clear", "estop"):
+            resp = _no(name, f"e-stop latched ({self.reason}); send 'clear' first", cid)
+        else:
+            try:
+                resp = self._apply(command)
+            except ParamError as exc:
+                resp = _no(name, str(exc), cid)
+        resp = CommandResponse(cid, name, resp.accepted, resp.reason)
+        self._event("command", name=name, value=_jsonable(value), id=cid,
+                    source=command.source, accepted=resp.accepted, reason=resp.reason)
+        return resp
+
+    def _apply(self, c: Command) -> CommandResponse:
+        if c.name == "run":
+            if c.value == "start":
+                return self.start(f"{c.source} start")
+            if c.value == "stop":
+                return self.stop(f"{c.source} stop")
+            raise ParamError(f"run = {c.value!r}: must be 'start' or 'stop'")
+        if c.name == "estop":
+            return self.estop(f"{c.source} e-stop")
+        if c.name == "clear":
+            return self.clear(f"{c.source} clear")
+        note = ""
+        with self._param_lock:
+            p = self._params
+            if c.name == "target":
+                target = parse_target(c.value, self.model.task_dim)
+                note = self._check_target(target)
+                new = LiveParams(p.algorithm, p.update, p.gamma, p.gamma_z, p.gamma_e,
+                                 p.damping, target, p.mode)
+            elif c.name == "gains":
+                new = with_gains(p, c.value, self.period)
+            elif c.name == "algorithm":
+                new = with_algorithm(p, c.value, self.model.m, self.model.task_dim)
+            else:  # mode
+                new = with_mode(p, c.value)
+            self._params = new
+            self._target_set = self._target_set or c.name == "target"
+        self._event("param", name=c.name, value=_jsonable(c.value), id=c.id, source=c.source,
+                    params=new.as_dict())
+        return _ok(c.name, note)
+
+    def set_target(self, target: Any, source: str = "api") -> CommandResponse:
+        """Shorthand for ``submit(Command("target", target))``."""
+        return self.submit(Command("target", target, source=source))
+
+    def _check_target(self, target: np.ndarray) -> str:
+        """Refuse a target whose only held configuration found is unstable; warn when none
+        is found. Runs the offline solvers from the current q̄ (caller's thread)."""
+        from poise.ik.held import HeldOptions, algorithm1, algorithm2
+
+        model = self.model
+        if model.m == model.n:
+            return ""
+        q0 = self._stepper.q_bar if self._stepper is not None else self._last.get("q")
+        opts = HeldOptions(tol=self.config.algorithm.tolerance / 10, max_iter=300)
+        r1 = algorithm1(model, target, q0, options=opts)
+        if r1.success and r1.stable:
+            return ""
+        r2 = algorithm2(model, target, q0, options=opts)
+        if r2.success and r2.stable is False:
+            raise ParamError(
+                f"target {target.tolist()}: the held configuration that reaches it is unstable "
+                f"(min eig H_uu = {r2.min_eig_Huu:.3g} < 0); a collocated controller cannot "
+                f"hold it (closest stable: task error {r1.position_error:.3g})")
+        return (f"warning: no stable held configuration reaches {target.tolist()} within the "
+                f"limits (closest: task error {r1.position_error:.3g})")
+
+    # ------------------------------------------------------------------ the loop
+
+    def _run(self) -> None:
+        try:
+            if self.config.loop.pacing == "host":
+                self._run_host_paced()
+            else:
+                self._run_device_paced()
+        except Exception as exc:  # never die silently: latch a fault with the reason
+            self._fault(f"control loop crashed: {type(exc).__name__}: {exc}")
+            raise
+
+    def _run_device_paced(self) -> None:
+        hold_after = self.config.limits.sensor_hold
+        prev: float | None = None
+        while not self._quit.is_set():
+            link = self.link
+            if link is None:
+                return
+            try:
+                sample = link.next_sensors(timeout=hold_after)
+            except DeviceTimeoutError:
+                self._no_frame(time.perf_counter() - self._last_frame_time)
+                continue
+            skipped = 0
+            while True:  # fell behind: answer the newest frame only
+                try:
+                    sample = link.next_sensors(timeout=0)
+                    skipped += 1
+                except DeviceTimeoutError:
+                    break
+            t0 = time.perf_counter()
+            period = self.period if prev is None else sample.host_time - prev
+            prev = sample.host_time
+            self.timing_stats.missed += skipped
+            self._cycle(sample, t0, t0 - sample.host_time, period)
+
+    def _run_host_paced(self) -> None:
+        hold_after = self.config.limits.sensor_hold
+        period = self.period
+        deadline = time.perf_counter()
+        prev_t0: float | None = None
+        while not self._quit.is_set():
+            link = self.link
+            if link is None:
+                return
+            deadline += period
+            left = deadline - time.perf_counter()
+            if left > SPIN:
+                time.sleep(left - SPIN)
+            while time.perf_counter() < deadline:
+                pass
+            t0 = time.perf_counter()
+            late = t0 - deadline
+            if late > period:
+                skipped = int(late // period)
+                self.timing_stats.missed += skipped
+                deadline += skipped * period
+            sample = link.core.last_sensors
+            if sample is None or t0 - sample.host_time > hold_after:
+                self._no_frame(t0 - (sample.host_time if sample else self._last_frame_time))
+                continue
+            measured = period if prev_t0 is None else t0 - prev_t0
+            prev_t0 = t0
+            self._cycle(sample, t0, t0 - deadline, measured)
+
+    def _no_frame(self, silence: float) -> None:
+        """No sensor frame for ``silence`` seconds: hold, then fault."""
+        st = self.state
+        link = self.link
+        if st not in (State.RUNNING, State.READY) or link is None:
+            return
+        if not link.connected:
+            self._fault("device disconnected", silence_s=round(silence, 3))
+            return
+        if silence >= self.config.limits.sensor_fault:
+            self._fault(f"sensor timeout: no sensor frame for {silence:.3f} s",
+                        silence_s=round(silence, 3))
+            return
+        if st == State.RUNNING:
+            if not self._holding:
+                self._holding = True
+                self._event("fault", source="host", code="sensor_timeout", action="hold",
+                            silence_s=round(silence, 3))
+            qa, tau = self._last.get("qa_ref"), self._last.get("tau")
+            if qa is not None:
+                link.send_setpoint(qa, tau)
+
+    def _cycle(self, sample: SensorSample, t0: float, lateness: float, period: float) -> None:
+        self._last_frame_time = sample.host_time
+        if self._holding:
+            self._holding = False
+            self._event("info", code="sensor_resumed")
+        s = sample.sensors
+        q = np.asarray(s.q, dtype=float)
+        st = self.state
+        model = self.model
+        if not all_finite(q):
+            if st in (State.RUNNING, State.READY):
+                self._hold_last()
+                self._fault("non-finite sensor values", q=[repr(x) for x in s.q])
+            return
+        if not self._target_set:
+            with self._param_lock:
+                if not self._target_set:  # hold the task value where the robot is
+                    p = self._params
+                    self._params = LiveParams(p.algorithm, p.update, p.gamma, p.gamma_z,
+                                              p.gamma_e, p.damping, model.fk(q), p.mode)
+                    self._target_set = True
+        p = self._params
+        stepper = self._stepper
+        qa_ref: tuple[float, ...] = ()
+        tau_ff: tuple[float, ...] = ()
+        t_sent = t0
+        if st == State.RUNNING and sample.host_time > self._armed_at and \
+                not s.status & msg.Status.ARMED:
+            why = "watchdog" if s.status & msg.Status.WATCHDOG else "disarmed"
+            if s.status & msg.Status.ESTOP:
+                self._sm.to(State.ESTOP, "device reports e-stop")
+            else:
+                self._fault(f"device not armed ({why})")
+            st = self.state
+        if st == State.RUNNING:
+            if self._reset_pending or stepper is None or stepper.name != p.algorithm:
+                stepper = self._switch(stepper, p.algorithm, q)
+            x_meas = model.fk(q) if p.mode == "fb" else None
+            x_used = x_meas if x_meas is not None else stepper.x_bar
+            proposed = stepper.propose(p, x_meas, self.period)
+            if not all_finite(proposed):
+                self._hold_last()
+                self._fault("non-finite IK output", algorithm=p.algorithm)
+                return
+            qa_safe, _, _ = limit_setpoint(self.limits, stepper.qa, proposed, self.period)
+            stepper.commit(qa_safe)
+            qa = stepper.qa
+            tau = stepper.tau if self.config.loop.effort_feedforward else None
+            if not all_finite(qa, tau, stepper.q_bar):
+                self._hold_last()
+                self._fault("non-finite setpoint", algorithm=p.algorithm)
+                return
+            self.link.send_setpoint(qa, tau)  # type: ignore[union-attr]
+            t_sent = time.perf_counter()
+            latency = t_sent - sample.host_time
+            self.timing_stats.record(period * 1e6, lateness * 1e6, (t_sent - t0) * 1e6,
+                                     latency * 1e6, latency > self.period)
+            qa_ref = tuple(qa.tolist())
+            tau_ff = tuple(tau.tolist()) if tau is not None else ()
+            self._last["qa_ref"], self._last["tau"] = qa_ref, (tau_ff or None)
+            if x_meas is None:
+                x_meas = model.fk(q)
+            q_bar = stepper.q_bar
+            residual = stepper.residual
+        else:
+            x_meas = model.fk(q)
+            x_used = x_meas
+            q_bar = stepper.q_bar if stepper is not None else q
+            residual = math.nan
+        err = float(np.linalg.norm(p.target - x_used))
+        last = self._last
+        last.update(q=q, q_bar=q_bar, x=x_meas, task_error=float(np.linalg.norm(p.target - x_meas)),
+                    task_error_used=err, residual=residual, status=s.status)
+        self._seq += 1
+        subs = self._sample_subs
+        if subs:
+            cs = CycleSample(
+                t=time.monotonic(), seq=self._seq, state=st.value, q=tuple(q.tolist()),
+                q_bar=tuple(np.asarray(q_bar).tolist()), qa_ref=qa_ref, tau_ff=tau_ff,
+                target=tuple(p.target.tolist()), x=tuple(np.asarray(x_used).tolist()),
+                task_error=err, statics_residual=residual, period_us=period * 1e6,
+                lateness_us=lateness * 1e6, compute_us=(t_sent - t0) * 1e6,
+                latency_us=(t_sent - sample.host_time) * 1e6 if qa_ref else math.nan)
+            for sub in subs:
+                sub.put(cs)
+
+    def _switch(self, old: Stepper | None, name: str, q: np.ndarray) -> Stepper:
+        """Bumpless (re)start: from the measured q after arming, else from the old q̄."""
+        stepper = make_stepper(name, self.model)
+        start = q if (self._reset_pending or old is None) else old.q_bar
+        stepper.reset(start, self.limits.qa_min, self.limits.qa_max)
+        if old is not None and not self._reset_pending:
+            self._event("info", code="algorithm_switch", to=name, frm=old.name)
+        self._reset_pending = False
+        self._stepper = stepper
+        return stepper
+
+    def _hold_last(self) -> None:
+        link, qa = self.link, self._last.get("qa_ref")
+        if link is not None and qa is not None and self.state == State.RUNNING:
+            link.send_setpoint(qa, self._last.get("tau"))
+
+    # ------------------------------------------------------------------ summary
+
+    def summary(self) -> dict[str, Any]:
+        """What the run achieved: ``reached``, ``task_error`` (measured), ``statics_residual``,
+        ``state``, ``timing`` (µs percentiles, missed cycles) and more; JSON-ready."""
+        last = self._last
+        p = self._params
+        err = last.get("task_error", math.nan)
+        st = self._stepper
+        residual = st.residual if st is not None else math.nan
+        link = self.link
+        out = {
+            "reached": bool(err <= self.config.algorithm.tolerance),
+            "task_error": err,
+            "task_error_predicted": float(np.linalg.norm(p.target - st.x_bar)) if st else None,
+            "statics_residual": residual,
+            "state": self.state.value,
+            "reason": self.reason,
+            "model": self.model.name,
+            "calibration": self.model_info.calibration,
+            "algorithm": p.algorithm,
+            "mode": p.mode,
+            "params": p.as_dict(),
+            "rate_hz": self.config.loop.rate,
+            "pacing": self.config.loop.pacing,
+            "target": p.target.tolist(),
+            "x": _list(last.get("x")),
+            "q": _list(last.get("q")),
+            "q_bar": _list(last.get("q_bar")),
+            "qa_ref": list(last.get("qa_ref") or ()),
+            "tau_ff": list(last.get("tau") or ()),
+            "duration_s": (time.monotonic() - self._started_at) if self._started_at else 0.0,
+            "timing": self.timing(),
+            "limits": self.limits.as_dict(),
+            "events": dict(collections.Counter(e.kind for e in self._history)),
+            "statics_fallbacks": getattr(st, "fallbacks", 0),
+        }
+        if link is not None:
+            out["link"] = link.stats.as_dict()
+        if self.sim is not None:
+            out["device"] = {"port": "sim", "model": self.sim.model, "pty": self.sim.pty}
+        return _clean(out)
+
+
+def _list(a: Any) -> list[float] | None:
+    return None if a is None else [float(x) for x in np.asarray(a).ravel()]
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    if isinstance(v, tuple):
+        return list(v)
+    return v
+
+
+def _clean(v: Any) -> Any:
+    """NaN/inf → None, recursively (strict JSON)."""
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, dict):
+        return {k: _clean(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_clean(x) for x in v]
+    return v
+
+
+__all__ = ["Controller", "ControllerError"]

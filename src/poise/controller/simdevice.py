@@ -1,0 +1,134 @@
+"""Spawn ``poise device sim`` (the virtual device) as a separate process and find its pty.
+
+The device runs in its own process so that its real-time thread never competes with the
+controller's for the GIL, exactly as a microcontroller would not. It prints ``PTY <path>`` on
+its first line; we also ask it to keep a symlink (``--link``) to the current pty, so that after
+a simulated unplug (``--disconnect-after``) the controller reconnects under the same name, as
+a re-plugged USB device reappears under ``/dev/serial/by-id``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+
+#: Environment variable that replaces ``python -m poise device sim`` (e.g. another simulator).
+SIM_COMMAND_ENV = "POISE_DEVICE_SIM_COMMAND"
+
+
+class SimDeviceError(RuntimeError):
+    """The virtual device did not start; the message carries its stderr."""
+
+
+class SimDevice:
+    """A ``poise device sim`` subprocess.
+
+    Args:
+        model: model the device simulates.
+        rate: sensor rate [Hz].
+        params: the simulated robot's true parameter file (``--params``).
+        extra: more flags (fault injection: ``--corrupt 0.02 --drop 0.02``,
+            ``--disconnect-after S`` …).
+        startup_timeout: how long to wait for the ``PTY`` line [s].
+
+    Attributes:
+        path: the symlink to the current pty (stable across reopen); use it as the port.
+        pty: the pty path the device printed first.
+    """
+
+    def __init__(self, model: str, *, rate: float = 500, params: str | None = None,
+                 extra: Sequence[str] = (), startup_timeout: float = 10.0) -> None:
+        self.model = model
+        self.rate = rate
+        self.params = params
+        self.extra = tuple(extra)
+        self.startup_timeout = startup_timeout
+        self._dir = tempfile.mkdtemp(prefix="poise-sim-")
+        self.path = os.path.join(self._dir, "device")
+        self.pty = ""
+        self.proc: subprocess.Popen[str] | None = None
+        self.lines: list[str] = []
+
+    def command(self) -> list[str]:
+        base = os.environ.get(SIM_COMMAND_ENV)
+        cmd = shlex.split(base) if base else [sys.executable, "-m", "poise", "device", "sim"]
+        cmd += ["--model", self.model, "--rate", str(round(self.rate)), "--link", self.path]
+        if self.params:
+            cmd += ["--params", self.params]
+        return cmd + list(self.extra)
+
+    def start(self) -> str:
+        """Start the process and wait for its pty; returns :attr:`path`."""
+        self.proc = subprocess.Popen(self.command(), stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, bufsize=1)
+        first: list[str] = []
+        reader = threading.Thread(target=lambda: first.append(self.proc.stdout.readline()),
+                                  daemon=True)
+        reader.start()
+        reader.join(self.startup_timeout)
+        line = first[0].strip() if first else ""
+        if not line.startswith("PTY "):
+            self.stop()
+            err = self.proc.stderr.read() if self.proc.stderr else ""
+            raise SimDeviceError(
+                f"'{shlex.join(self.command())}' did not print 'PTY <path>' within "
+                f"{self.startup_timeout:g} s (got {line!r}); stderr: {err.strip()[-800:]}")
+        self.pty = line[4:]
+        deadline = time.monotonic() + 2.0
+        while not os.path.exists(self.path) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        threading.Thread(target=self._drain, daemon=True).start()
+        return self.path
+
+    def _drain(self) -> None:
+        proc = self.proc
+        if proc is None or proc.stdout is None:
+            return
+        with contextlib.suppress(ValueError, OSError):
+            for line in proc.stdout:
+                self.lines.append(line.rstrip())
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def pause(self) -> None:
+        """Freeze the device process (SIGSTOP): its sensor stream stops (a sensor timeout)."""
+        if self.running:
+            self.proc.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
+
+    def resume(self) -> None:
+        if self.running:
+            self.proc.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
+
+    def stop(self) -> None:
+        """Terminate the process (SIGTERM, then SIGKILL) and remove the symlink."""
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGCONT)
+                proc.terminate()
+            try:
+                proc.wait(3)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(3)
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+        with contextlib.suppress(OSError):
+            os.rmdir(self._dir)
+
+    def __enter__(self) -> SimDevice:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

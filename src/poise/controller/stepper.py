@@ -1,0 +1,219 @@
+"""One IK step per control cycle: Algorithm 1, Algorithm 2 or plain CLIK, as a small object.
+
+Each stepper keeps the algorithm's predicted configuration ``q̄`` and advances it by one
+integration step ``Δt`` (= the loop period) per cycle, in two halves so that the safety
+layer sits between them::
+
+    qa_proposed = stepper.propose(params, x, dt)   # IK update of q̄a (x: the task value
+                                                   # the error uses, measured in fb mode)
+    qa_safe = limit_setpoint(limits, stepper.qa, qa_proposed, dt)
+    stepper.commit(qa_safe)                        # q̄ consistent with the clipped q̄a
+    setpoint = (stepper.qa, stepper.tau)           # τ_ff = G_a(q̄)
+
+* :class:`Alg1Stepper` — seed 000, Algorithm 1: ``q̄a ← q̄a + Δt · Γ J⁺ e`` by
+  :func:`~poise.ik.held.algorithm1_step` (``J = Ja − Ju Huu⁻¹ Hua``), then the statics
+  ``G_u(q̄a, q̄u) = 0`` re-solved warm-started: a first-order prediction along E
+  (``Δq̄u = −Huu⁻¹ Hua Δq̄a``) and Newton steps, falling back to
+  :func:`~poise.ik.statics.solve_statics` (stable branch) if Newton does not converge or
+  ``H_uu`` is not positive definite. Every q̄ lies on E.
+* :class:`Alg2Stepper` — Algorithm 2: ``(q̄a, q̄u) ← (q̄a, q̄u) + Δt · rates`` by
+  :func:`~poise.ik.held.algorithm2_rates` (``ḟ = ΓZ ex``, ``Ġu = −ΓE Gu``).
+* :class:`PlainStepper` — classic DLS CLIK on the full ``q`` (ignores statics: the baseline
+  that sags when released; for fully actuated robots it is the right law).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from poise.controller.params import LiveParams
+from poise.ik.held import algorithm1_step, algorithm2_rates, damped_pinv
+from poise.ik.statics import StaticsSolution, solve_statics
+from poise.models.actuation import ActuationBlocks, blocks, join, split
+from poise.models.base import FloatArray, MechanicalModel
+
+#: Statics tolerance of the per-cycle re-solve [N·m].
+STATICS_TOL = 1e-8
+#: Newton iterations of the per-cycle re-solve before falling back to the full solver.
+NEWTON_ITER = 4
+#: Largest change of any configuration coordinate in one cycle (Alg. 2, plain) [rad].
+MAX_STEP = 0.05
+
+
+class Stepper:
+    """Common state: ``q_bar``, its blocks, ``qa`` (= q̄a), ``tau`` (= G_a(q̄)), ``residual``."""
+
+    name = ""
+
+    def __init__(self, model: MechanicalModel) -> None:
+        self.model = model
+        self.q_bar = np.zeros(model.n)
+        self.b: ActuationBlocks = blocks(model, self.q_bar)
+
+    @property
+    def qa(self) -> FloatArray:
+        return self.b.qa
+
+    @property
+    def tau(self) -> FloatArray:
+        """Effort feed-forward ``τ_ff = G_a(q̄)`` (m,)."""
+        return self.b.Ga
+
+    @property
+    def x_bar(self) -> FloatArray:
+        """Predicted task value ``h(q̄)``."""
+        return self.b.x
+
+    @property
+    def residual(self) -> float:
+        """Statics residual ``‖G_u(q̄)‖``."""
+        return float(np.linalg.norm(self.b.Gu))
+
+    def _set(self, q: FloatArray) -> None:
+        self.q_bar = q
+        self.b = blocks(self.model, q)
+
+    def reset(self, q: FloatArray, qa_min: FloatArray, qa_max: FloatArray) -> None:
+        """Start from the measured configuration ``q`` (bumpless start / algorithm switch)."""
+        qa, qu = split(self.model, q)
+        self._set(join(self.model, np.clip(qa, qa_min, qa_max), qu))
+
+    def propose(self, p: LiveParams, x: FloatArray | None, dt: float) -> FloatArray:
+        """The IK update of q̄a; ``x`` is the task value the error uses (``None``: h(q̄))."""
+        raise NotImplementedError
+
+    def commit(self, qa: FloatArray) -> None:
+        """Accept ``qa`` (after the safety layer) and make q̄ consistent with it."""
+        raise NotImplementedError
+
+
+class Alg1Stepper(Stepper):
+    """Algorithm 1 (statics solved beforehand), see the module docstring."""
+
+    name = "alg1"
+
+    def __init__(self, model: MechanicalModel) -> None:
+        super().__init__(model)
+        self.statics: StaticsSolution | None = None
+        self.fallbacks = 0
+
+    def reset(self, q: FloatArray, qa_min: FloatArray, qa_max: FloatArray) -> None:
+        qa, qu = split(self.model, q)
+        sol = solve_statics(self.model, np.clip(qa, qa_min, qa_max), qu, tol=STATICS_TOL)
+        self.statics = sol
+        self._set(sol.q)
+
+    def propose(self, p: LiveParams, x: FloatArray | None, dt: float) -> FloatArray:
+        assert self.statics is not None
+        e = None if x is None else p.target - x
+        qa_new, _, _ = algorithm1_step(self.model, self.statics, p.target, update=p.update,
+                                       damping=p.damping, gain=p.gamma, dt=dt, e=e)
+        return qa_new
+
+    def commit(self, qa: FloatArray) -> None:
+        model, b = self.model, self.b
+        dqa = qa - b.qa
+        try:
+            qu = b.qu - np.linalg.solve(b.Huu, b.Hua @ dqa) if b.Huu.size else b.qu
+        except np.linalg.LinAlgError:
+            qu = b.qu
+        converged = False
+        for _ in range(NEWTON_ITER):
+            nb = blocks(model, join(model, qa, qu))
+            if not nb.Gu.size or float(np.linalg.norm(nb.Gu)) <= STATICS_TOL:
+                converged = True
+                break
+            try:
+                qu = qu - np.linalg.solve(nb.Huu, nb.Gu)
+            except np.linalg.LinAlgError:
+                break
+        stable = converged and _positive_definite(nb.Huu)
+        if not stable:
+            self.fallbacks += 1
+            assert self.statics is not None
+            sol = solve_statics(model, qa, self.statics.qu, tol=STATICS_TOL)
+            self.statics = sol
+            self._set(sol.q)
+            return
+        q = join(model, qa, nb.qu)
+        self.q_bar, self.b = q, nb
+        self.statics = StaticsSolution(q=q, qa=nb.qa, qu=nb.qu,
+                                       residual=float(np.linalg.norm(nb.Gu)), converged=True,
+                                       iterations=0, eig_Huu=np.zeros(0), verdict="stable")
+
+
+def _positive_definite(a: FloatArray) -> bool:
+    if not a.size:
+        return True
+    try:
+        np.linalg.cholesky(0.5 * (a + a.T))
+    except np.linalg.LinAlgError:
+        return False
+    return True
+
+
+class Alg2Stepper(Stepper):
+    """Algorithm 2 (statics solved online), see the module docstring."""
+
+    name = "alg2"
+
+    def __init__(self, model: MechanicalModel) -> None:
+        super().__init__(model)
+        self._qu_next = self.b.qu
+
+    def propose(self, p: LiveParams, x: FloatArray | None, dt: float) -> FloatArray:
+        b = self.b
+        ex = p.target - (b.x if x is None else x)
+        try:
+            rates = algorithm2_rates(b, ex, -b.Gu, p.gamma_z, p.gamma_e, damping=p.damping)
+        except np.linalg.LinAlgError:
+            rates = algorithm2_rates(b, ex, -b.Gu, p.gamma_z, p.gamma_e,
+                                     damping=max(p.damping, 1e-6))
+        delta = _bounded(self.model, dt * rates)
+        m = self.model.m
+        self._qu_next = b.qu + delta[m:]
+        return b.qa + delta[:m]
+
+    def commit(self, qa: FloatArray) -> None:
+        self._set(join(self.model, qa, self._qu_next))
+
+
+class PlainStepper(Stepper):
+    """Classic DLS CLIK on all of ``q`` (statics ignored), see the module docstring."""
+
+    name = "plain"
+
+    def __init__(self, model: MechanicalModel) -> None:
+        super().__init__(model)
+        self._qu_next = self.b.qu
+
+    def propose(self, p: LiveParams, x: FloatArray | None, dt: float) -> FloatArray:
+        model = self.model
+        e = p.target - (self.b.x if x is None else x)
+        jac = model.task_jacobian(self.q_bar)
+        dq = _bounded(model, model.C @ (dt * p.gamma * (damped_pinv(jac, p.damping) @ e)))
+        qa, qu = split(model, self.q_bar)
+        self._qu_next = qu + dq[model.m:]
+        return qa + dq[:model.m]
+
+    def commit(self, qa: FloatArray) -> None:
+        self._set(join(self.model, qa, self._qu_next))
+
+
+def _bounded(model: MechanicalModel, delta_c: FloatArray) -> FloatArray:
+    """Scale an actuation-coordinate step so no joint moves more than :data:`MAX_STEP`."""
+    longest = float(np.max(np.abs(model.C_inv @ delta_c))) if delta_c.size else 0.0
+    if math.isfinite(longest) and longest > MAX_STEP:
+        return delta_c * (MAX_STEP / longest)
+    return delta_c
+
+
+STEPPERS: dict[str, type[Stepper]] = {"alg1": Alg1Stepper, "alg2": Alg2Stepper,
+                                      "plain": PlainStepper}
+
+
+def make_stepper(name: str, model: MechanicalModel) -> Stepper:
+    """A fresh stepper for algorithm ``name`` (``alg1``, ``alg2``, ``plain``)."""
+    return STEPPERS[name](model)

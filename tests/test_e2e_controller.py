@@ -1,0 +1,203 @@
+"""End to end: the controller against ``poise device sim`` (a separate process) through a real
+pty; no mocks. Each test proves one behaviour of the running service."""
+
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from poise.controller.bus import Command
+from poise.controller.config import load_config
+from poise.controller.loop import Controller
+from poise.controller.state import State
+
+#: A target counts as reached when the measured task error stays below this [m].
+TOL = 3e-3
+
+
+EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
+
+
+def controller(port: str, model: str, target=None, **keys) -> Controller:
+    """The controller of ``examples/<model>.toml`` on ``port``, without MQTT."""
+    over = {"device.port": (port, "test"), "mqtt.enabled": (False, "test"),
+            "algorithm.tolerance": (TOL, "test"), "device.watchdog_ms": (400, "test"),
+            "limits.sensor_hold": (0.1, "test"), "limits.sensor_fault": (1.0, "test")}
+    if target is not None:
+        over["algorithm.target"] = (list(target), "test")
+    for k, v in keys.items():
+        over[k.replace("__", ".")] = (v, "test")
+    return Controller(load_config(EXAMPLES / f"{model}.toml", over))
+
+
+def wait_until(pred, timeout: float, step: float = 0.02) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(step)
+    return pred()
+
+
+def mean_tip(ctl: Controller, seconds: float = 0.3) -> np.ndarray:
+    """Measured task value averaged over ``seconds`` of cycles (sensor noise averages out)."""
+    queue = ctl.subscribe()
+    time.sleep(seconds)
+    ctl.unsubscribe(queue)
+    samples = queue.drain()
+    assert samples, "no cycle samples"
+    return np.mean([ctl.model.fk(np.asarray(s.q)) for s in samples], axis=0)
+
+
+def settle(ctl: Controller, timeout: float, hold: float = 1.0) -> float:
+    """Wait until the measured task error, averaged over 0.5 s windows (the simulated arms
+    ring lightly damped and the sensors are noisy), stays below TOL for ``hold`` s."""
+    end = time.monotonic() + timeout
+    good = 0.0
+    err = math.inf
+    while time.monotonic() < end:
+        err = float(np.linalg.norm(mean_tip(ctl, 0.5) - ctl.params.target))
+        good = good + 0.5 if err < TOL else 0.0
+        if good >= hold:
+            break
+    return err
+
+
+def assert_holds(ctl: Controller) -> None:
+    """Stop (disarm: the device holds qa) and check the tip stays within 1 mm."""
+    x_running = mean_tip(ctl, 1.6)
+    assert ctl.stop().accepted
+    assert ctl.state == State.READY
+    x_held = mean_tip(ctl, 1.6)
+    drift = float(np.linalg.norm(x_held - x_running))
+    assert drift < 1e-3, f"tip moved {drift * 1e3:.2f} mm after the loop stopped"
+
+
+@pytest.mark.parametrize(("model", "target", "rate"), [
+    ("double_pendulum", [0.5], 500),
+    ("soft_arm_stiff", [0.2, -0.9], 250),
+    ("soft_arm_soft", [0.2, -0.9], 250),
+])
+def test_feedback_reaches_target_and_configuration_is_held(sim_device, model, target, rate):
+    dev = sim_device(model, rate=rate)
+    with controller(dev.path, model, target, loop__rate=rate, loop__mode="fb") as ctl:
+        assert ctl.start().accepted
+        err = settle(ctl, timeout=25)
+        assert err < TOL, [(e.kind, e.data) for e in ctl.history() if e.kind != "info"]
+        assert ctl.summary()["statics_residual"] < 1e-6
+        assert_holds(ctl)
+
+
+def test_gravity_free_statics_model_ff_leaves_error_fb_removes_it(sim_device):
+    """Seed 000's experiment: the controller's statics neglect gravity, the robot has it."""
+    dev = sim_device("soft_arm_soft", rate=250)
+    with controller(dev.path, "soft_arm_soft", [0.2, -0.9], loop__rate=250, loop__mode="ff",
+                    model__gravity=0.0, algorithm__gamma=2.0) as ctl:
+        assert ctl.start().accepted
+        time.sleep(3.0)
+        ff_error = ctl.summary()["task_error"]
+        assert ctl.summary()["task_error_predicted"] < 1e-3  # the model thinks it is there
+        assert ff_error > 0.02, ff_error
+        # Feedback with a gain below the sway mode's stability bound (docs/controller.md).
+        assert ctl.submit(Command("gains", {"gamma": 0.5})).accepted
+        assert ctl.submit(Command("mode", "fb")).accepted
+        fb_error = settle(ctl, timeout=20)
+        assert fb_error < TOL and fb_error < ff_error / 5, (ff_error, fb_error)
+
+
+def test_dancer_tracks_centre_of_mass_and_refuses_unstable_target(sim_device):
+    dev = sim_device("dancer", rate=250)
+    with controller(dev.path, "dancer", [0.1, 0.95]) as ctl:
+        assert ctl.start().accepted
+        assert settle(ctl, timeout=25) < TOL, ctl.summary()
+        resp = ctl.submit(Command("target", [0.1, 1.05]))
+        assert not resp.accepted and "unstable" in resp.reason
+        assert ctl.state == State.RUNNING
+        assert ctl.params.target.tolist() == [0.1, 0.95]
+
+
+def test_corrupted_and_dropped_frames_are_survived(sim_device):
+    dev = sim_device("double_pendulum", "--corrupt", "0.02", "--drop", "0.02", "--seed", "3")
+    with controller(dev.path, "double_pendulum", [0.5]) as ctl:
+        assert ctl.start().accepted
+        assert settle(ctl, timeout=10) < TOL
+        s = ctl.summary()
+        assert s["state"] == "running"
+        assert s["link"]["crc_errors"] + sum(s["link"]["decode_errors"].values()) > 0
+        assert s["link"]["lost_frames"] > 0
+
+
+def test_disconnect_faults_then_recovers_after_clear_and_start(sim_device):
+    dev = sim_device("double_pendulum", "--disconnect-after", "1.5", "--reopen-after", "0.5")
+    with controller(dev.path, "double_pendulum", [0.4]) as ctl:
+        assert ctl.start().accepted
+        assert ctl.wait_for(State.FAULT, timeout=5)
+        assert "disconnected" in ctl.reason or "timeout" in ctl.reason
+        assert not ctl.start().accepted  # latched
+        assert wait_until(lambda: ctl.link.connected, 5)
+        assert ctl.clear().accepted and ctl.state == State.READY
+        assert ctl.start().accepted and ctl.state == State.RUNNING
+        assert settle(ctl, timeout=10) < TOL
+        assert ctl.summary()["link"]["reconnects"] >= 1
+
+
+def test_sensor_timeout_holds_then_faults(sim_device):
+    dev = sim_device("double_pendulum")
+    with controller(dev.path, "double_pendulum", [0.3], limits__sensor_hold=0.05,
+                    limits__sensor_fault=0.6) as ctl:
+        events = ctl.events()
+        assert ctl.start().accepted
+        time.sleep(0.5)
+        dev.pause()
+        time.sleep(0.25)
+        dev.resume()
+        assert wait_until(lambda: any(e.data.get("code") == "sensor_resumed"
+                                      for e in ctl.history()), 2)
+        assert ctl.state == State.RUNNING
+        kinds = [(e.kind, e.data.get("code")) for e in events.drain()]
+        assert ("fault", "sensor_timeout") in kinds
+        dev.pause()
+        try:
+            assert ctl.wait_for(State.FAULT, timeout=3)
+            assert "sensor timeout" in ctl.reason
+        finally:
+            dev.resume()
+
+
+def test_estop_latches_until_clear(sim_device):
+    dev = sim_device("double_pendulum")
+    with controller(dev.path, "double_pendulum", [0.3]) as ctl:
+        assert ctl.start().accepted
+        time.sleep(0.3)
+        assert ctl.submit(Command("estop", True, source="test")).accepted
+        assert ctl.state == State.ESTOP
+        for cmd in (Command("target", [0.2]), Command("run", "start"), Command("mode", "ff")):
+            r = ctl.submit(cmd)
+            assert not r.accepted and "e-stop" in r.reason
+        assert wait_until(lambda: ctl.summary()["link"] is not None, 1)
+        assert ctl.submit(Command("clear")).accepted and ctl.state == State.READY
+        assert ctl.submit(Command("run", "start")).accepted
+        assert ctl.state == State.RUNNING
+        transitions = [(e.data["from"], e.data["to"]) for e in ctl.history()
+                       if e.kind == "state"]
+        assert ("running", "estop") in transitions and ("estop", "ready") in transitions
+
+
+def test_poise_run_json_summary_through_the_cli():
+    out = subprocess.run(
+        [sys.executable, "-m", "poise", "run", "--no-mqtt", "--duration", "2",
+         "--json-summary", "--quiet"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    s = json.loads(out.stdout)
+    for key in ("reached", "task_error", "statics_residual", "state", "timing"):
+        assert key in s
+    assert s["state"] == "running" and s["model"] == "double_pendulum"
+    lat = s["timing"]["latency_us"]
+    assert all(math.isfinite(lat[p]) for p in ("p50", "p99", "p99.9"))
