@@ -1,0 +1,313 @@
+"""``poise calibrate``: excite the robot, record settled poses, identify its statics, write a
+calibration file (see ``docs/calibration.md``)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import pathlib
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+#: Exit codes.
+EXIT_OK, EXIT_NOT_IDENTIFIABLE, EXIT_USAGE, EXIT_DEVICE, EXIT_ABORTED = 0, 1, 2, 3, 130
+
+
+def register(commands, groups) -> None:
+    p = commands.add_parser(
+        "calibrate", help="identify the statics of a robot from settled poses",
+        description="Drive the actuators through an excitation set inside the safe limits "
+        "(each pose in loading and unloading order), wait for the robot to settle, record q, "
+        "qa and efforts, fit K(q - q0) + G_grav(q) = A^T tau by least squares and write a "
+        "calibration file (a model file plus a 'calibration' table). Ctrl-C stops cleanly "
+        "(the device is disarmed, the poses so far are kept); Ctrl-\\ (SIGQUIT) e-stops.")
+    p.add_argument("--model", required=True, metavar="NAME",
+                   help="nominal model (built-in name or model file)")
+    p.add_argument("--device", metavar="PORT|sim|inprocess",
+                   help="serial port of the robot; 'sim' runs 'poise device sim' as a "
+                   "subprocess and talks to it over its pty; 'inprocess' drives the simulator "
+                   "in this process (fast, no real time)")
+    p.add_argument("--sim-params", metavar="FILE",
+                   help="physical parameter file of the simulated robot (with --device sim or "
+                   "inprocess)")
+    p.add_argument("--from-poses", metavar="FILE",
+                   help="fit poses recorded earlier (a calibration file or a .poses.json) "
+                   "instead of running the routine")
+    p.add_argument("--out", required=True, metavar="FILE.json", help="calibration file to write")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--report", metavar="FILE.png", help="write the report figure")
+    ex = p.add_argument_group("excitation")
+    ex.add_argument("--kind", choices=("grid", "random"), default="grid")
+    ex.add_argument("--levels", type=int, nargs="+", default=[5], metavar="N",
+                    help="grid levels per actuator (one value for all; default 5)")
+    ex.add_argument("--count", type=int, default=20, help="random poses (default 20)")
+    ex.add_argument("--margin", type=float, default=0.05,
+                    help="fraction of each actuator range kept free at both ends (default 0.05)")
+    ex.add_argument("--speed", type=float, default=1.0, metavar="F",
+                    help="move speed in safe ranges per second (default 1)")
+    ex.add_argument("--seed", type=int, default=0, help="random excitation seed")
+    ex.add_argument("--freeze", type=int, nargs="*", default=[], metavar="J",
+                    help="hold actuator J at mid-range (demonstrates a poor excitation)")
+    st = p.add_argument_group("settle detection")
+    st.add_argument("--settle-window", type=float, default=0.4, metavar="S")
+    st.add_argument("--velocity-tol", type=float, default=2e-3, metavar="RAD_S")
+    st.add_argument("--change-tol", type=float, default=3e-4, metavar="RAD")
+    st.add_argument("--hold", type=float, default=0.3, metavar="S")
+    st.add_argument("--average", type=float, default=0.3, metavar="S")
+    st.add_argument("--timeout", type=float, default=15.0, metavar="S",
+                    help="settle timeout per pose (default 15)")
+    fit = p.add_argument_group("fit")
+    fit.add_argument("--fix", metavar="NAME[=VALUE]",
+                     help="the known quantity that fixes the scale (default: the first tendon "
+                     "moment arm at its nominal value)")
+    fit.add_argument("--tie", nargs="*", metavar="KIND[:section]",
+                     help="parameter kinds estimated as one (default: the family's; 'none' "
+                     "for no ties)")
+    fit.add_argument("--holdout", type=float, default=0.2,
+                     help="fraction of poses held out for validation (default 0.2)")
+    fit.add_argument("--no-kinematics", action="store_true",
+                     help="do not fit the actuator kinematics qa = A q + o")
+    p.set_defaults(func=run_calibrate)
+
+
+def _say(args: argparse.Namespace, text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _fail(text: str, code: int, args: argparse.Namespace, extra: dict | None = None) -> int:
+    if args.json:
+        print(json.dumps({"ok": False, "error": text, **(extra or {})}, indent=1))
+    print(f"poise calibrate: {text}", file=sys.stderr)
+    return code
+
+
+def run_calibrate(args: argparse.Namespace) -> int:
+    from poise.calibration import (
+        CalibrationError,
+        SettleConfig,
+        calibration_document,
+        excitation,
+        identify,
+        plot_report,
+        safe_range,
+        write_calibration,
+    )
+    from poise.models import ModelError, load_model
+
+    try:
+        model = load_model(args.model)
+    except ModelError as exc:
+        return _fail(str(exc), EXIT_USAGE, args)
+    if not str(args.out).endswith(".json"):
+        return _fail(f"--out {args.out}: a calibration file must end in .json", EXIT_USAGE, args)
+    if args.from_poses is None and args.device is None:
+        return _fail("give --device PORT|sim|inprocess (or --from-poses FILE)", EXIT_USAGE, args)
+    tie = None if args.tie is None else [t for t in args.tie if t != "none"]
+    settle = SettleConfig(window=args.settle_window, velocity_tol=args.velocity_tol,
+                          change_tol=args.change_tol, hold=args.hold, average=args.average,
+                          timeout=args.timeout)
+    routine_info: dict[str, Any] = {}
+    device_info: dict[str, Any] = {}
+    status = "complete"
+    if args.from_poses:
+        try:
+            poses, device_info, routine_info = _load_poses(args.from_poses)
+        except (OSError, ValueError, KeyError) as exc:
+            return _fail(f"--from-poses {args.from_poses}: {exc}", EXIT_USAGE, args)
+    else:
+        try:
+            levels = args.levels[0] if len(args.levels) == 1 else tuple(args.levels)
+            refs = excitation(model, kind=args.kind, levels=levels, count=args.count,
+                              margin=args.margin, seed=args.seed, frozen=tuple(args.freeze))
+            lo, hi = safe_range(model, args.margin)
+        except (ValueError, IndexError) as exc:
+            return _fail(f"excitation: {exc}", EXIT_USAGE, args)
+        routine_info = {"kind": args.kind, "levels": args.levels, "count": args.count,
+                        "margin": args.margin, "speed": args.speed, "seed": args.seed,
+                        "frozen": args.freeze, "settle": settle.to_dict(), "planned": len(refs)}
+        try:
+            result = _run_routine(args, model, refs, settle, (lo, hi))
+        except _DeviceError as exc:
+            return _fail(str(exc), EXIT_DEVICE, args)
+        poses, status, device_info = result.poses, result.status, result.device
+        routine_info.update(status=result.status, reason=result.reason,
+                            duration=result.duration, recorded=len(poses))
+        if result.status != "complete":
+            partial = pathlib.Path(str(args.out)[: -len(".json")] + ".poses.json")
+            _save_poses(partial, poses, device_info, routine_info)
+            _say(args, f"routine stopped ({result.status}: {result.reason}); "
+                 f"{len(poses)} of {len(refs)} poses kept in {partial}")
+            code = EXIT_ABORTED if result.status == "aborted" else EXIT_DEVICE
+            if args.json:
+                print(json.dumps({"ok": False, "status": result.status, "reason": result.reason,
+                                  "poses": len(poses), "partial": str(partial)}, indent=1))
+            return code
+    try:
+        ident = identify(model, poses, fix=args.fix, tie=tie, holdout=args.holdout,
+                         kinematics=not args.no_kinematics)
+    except CalibrationError as exc:
+        return _fail(str(exc), EXIT_NOT_IDENTIFIABLE, args)
+    if args.report:
+        plot_report(ident, poses, args.report,
+                    title=f"statics calibration of {model.name} ({device_info.get('device', '')})")
+    summary = _summary(ident, args, status, len(poses))
+    if not ident.identifiable:
+        # keep the data so that a better excitation can be added, but write no calibration
+        partial = pathlib.Path(str(args.out)[: -len(".json")] + ".poses.json")
+        if not args.from_poses:
+            _save_poses(partial, poses, device_info, routine_info)
+            summary["poses_file"] = str(partial)
+        if args.json:
+            print(json.dumps(summary, indent=1))
+        print(f"poise calibrate: {ident.message}", file=sys.stderr)
+        print("poise calibrate: no calibration written", file=sys.stderr)
+        return EXIT_NOT_IDENTIFIABLE
+    doc = calibration_document(ident, poses, model_name=str(args.model), device=device_info,
+                               routine=routine_info)
+    write_calibration(args.out, doc)
+    if args.json:
+        print(json.dumps(summary, indent=1))
+    else:
+        _print_table(ident, args)
+    return EXIT_OK
+
+
+def _summary(ident, args, status: str, count: int) -> dict[str, Any]:
+    return {"ok": ident.identifiable, "status": status, "message": ident.message,
+            "out": str(args.out) if ident.identifiable else None, "report": args.report,
+            "poses": count, "parameters": [p.to_dict() for p in ident.parameters],
+            "statistics": ident.statistics(), "undetermined": list(ident.undetermined),
+            "advice": list(ident.advice)}
+
+
+def _print_table(ident, args) -> None:
+    print(ident.message)
+    print(f"{'parameter':<22} {'unit':<8} {'nominal':>11} {'identified':>11} {'std.err':>9}")
+    for p in ident.parameters:
+        se = "fixed" if p.fixed else f"{p.std_error:.2g}"
+        print(f"{p.name:<22} {p.unit:<8} {p.nominal:>11.5g} {p.value:>11.5g} {se:>9}")
+    s = ident.statistics()
+    print(f"residual RMS {ident.residual_rms:.3g} N·m (held out {ident.holdout_rms:.3g}); "
+          f"equilibrium RMS {ident.equilibrium_rms:.3g} rad (held out "
+          f"{ident.equilibrium_rms_holdout:.3g}; nominal model "
+          f"{ident.nominal_equilibrium_rms:.3g})")
+    print(f"rank {s['rank']}/{s['n_free']}, condition number {ident.cond:.3g}")
+    print(f"wrote {args.out}" + (f" and {args.report}" if args.report else ""))
+
+
+def _save_poses(path: pathlib.Path, poses, device: dict, routine: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"poses": [p.to_dict() for p in poses], "device": device,
+                                "routine": routine}, indent=1) + "\n")
+
+
+def _load_poses(path: str):
+    from poise.calibration import Pose
+
+    data = json.loads(pathlib.Path(path).read_text())
+    table = data.get("calibration", data)
+    poses = [Pose.from_dict(d) for d in table["poses"]]
+    device = table.get("device", table.get("provenance", {}).get("device_info", {}))
+    return poses, device, table.get("routine", {})
+
+
+class _DeviceError(Exception):
+    pass
+
+
+def _run_routine(args, model, refs, settle, qa_range):
+    from poise.calibration import LinkDevice, PlantDevice, run_excitation, text_progress
+
+    abort, estop = threading.Event(), threading.Event()
+    speed = args.speed * (qa_range[1] - qa_range[0])
+    progress = text_progress(sys.stderr)
+    old_quit = None
+    if threading.current_thread() is threading.main_thread() and hasattr(signal, "SIGQUIT"):
+        old_quit = signal.signal(signal.SIGQUIT, lambda *_: estop.set())
+    try:
+        if args.device == "inprocess":
+            from poise.sim import make_plant
+
+            try:
+                plant = make_plant(args.model, args.sim_params, seed=args.seed)
+            except (ValueError, OSError) as exc:
+                raise _DeviceError(f"cannot build the simulated plant: {exc}") from None
+            return run_excitation(PlantDevice(plant), refs, settle=settle, speed=speed,
+                                  qa_range=qa_range, progress=progress, abort=abort,
+                                  estop=estop)
+        with _device_link(args) as (link, port):
+            return run_excitation(LinkDevice(link, port=port), refs, settle=settle,
+                                  speed=speed, qa_range=qa_range, progress=progress,
+                                  abort=abort, estop=estop)
+    finally:
+        if old_quit is not None:
+            signal.signal(signal.SIGQUIT, old_quit)
+
+
+@contextlib.contextmanager
+def _device_link(args):
+    from poise.firmware_bridge.link import LinkError
+    from poise.firmware_bridge.transport import SerialLink
+
+    proc = None
+    port = args.device
+    try:
+        if args.device == "sim":
+            proc, port = _spawn_sim(args)
+        link = SerialLink(port, timeout=3.0, reconnect=False)
+        try:
+            link.connect()
+        except LinkError as exc:
+            raise _DeviceError(f"cannot connect to {port}: {exc}") from None
+        try:
+            yield link, ("sim:" + port if proc is not None else port)
+        finally:
+            link.close()
+    finally:
+        if proc is not None:
+            _stop(proc)
+
+
+def _spawn_sim(args):
+    cmd = [sys.executable, "-m", "poise", "device", "sim", "--model", args.model]
+    if args.sim_params:
+        cmd += ["--params", args.sim_params]
+    # own session: the terminal's Ctrl-C must reach us (to disarm), not kill the device first
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.monotonic() + 20.0
+    line = ""
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if line.startswith("PTY "):
+            return proc, line.split(None, 1)[1].strip()
+        if not line and proc.poll() is not None:
+            break
+    err = ""
+    if proc.poll() is not None and proc.stderr is not None:
+        err = proc.stderr.read().strip()
+    _stop(proc)
+    raise _DeviceError("'poise device sim' did not print its pty" + (f": {err}" if err else ""))
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+    for stream in (proc.stdout, proc.stderr):
+        if stream is not None:
+            with contextlib.suppress(Exception):
+                stream.close()
+
+
+
