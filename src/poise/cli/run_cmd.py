@@ -22,7 +22,7 @@ from typing import Any
 
 #: The embedded demo: a target the double pendulum reaches on E within its tendon limits.
 DEMO_TARGET = (0.5,)
-DEMO_DURATION = 5.0
+DEMO_DURATION = 10.0
 #: Where the telemetry layer is attached (the lead's wiring point).
 TELEMETRY_HOOK = "poise.telemetry.mqtt:MqttBridge"
 
