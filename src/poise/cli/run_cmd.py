@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import pathlib
 import signal
 import sys
 import threading
@@ -24,7 +25,6 @@ from typing import Any
 DEMO_TARGET = (0.5,)
 DEMO_DURATION = 10.0
 #: Where the telemetry layer is attached (the lead's wiring point).
-TELEMETRY_HOOK = "poise.telemetry.mqtt:MqttBridge"
 
 
 def register(commands, groups) -> None:
@@ -56,6 +56,14 @@ def register(commands, groups) -> None:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override any key, e.g. --set limits.qa_rate=0.2 (repeatable)")
     p.add_argument("--no-mqtt", action="store_true", help="no MQTT (mqtt.enabled = false)")
+    p.add_argument("--no-log", action="store_true",
+                   help="no experiment log (default: [log] path, else runs/<model>-<time>.mcap)")
+    # -- telemetry flags (poise.telemetry; see docs/mqtt.md) --
+    p.add_argument("--mqtt", metavar="URL",
+                   help="MQTT broker, mqtt[s]://[user:pass@]host[:port] (mqtt.url; default: "
+                   "an embedded broker on loopback, address printed)")
+    p.add_argument("--robot-id", metavar="ID",
+                   help="MQTT topic level poise/<ID>/ (mqtt.robot_id)")
     p.add_argument("--json-summary", action="store_true", help="print the summary as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=run)
@@ -66,6 +74,7 @@ FLAG_KEYS = {
     "mode": "loop.mode", "device": "device.port", "sim_params": "device.sim_params",
     "calibration": "model.calibration", "gravity": "model.gravity", "rate": "loop.rate",
     "pacing": "loop.pacing", "log": "log.path",
+    "mqtt": "mqtt.url", "robot_id": "mqtt.robot_id",
 }
 
 
@@ -106,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     telemetry = None
     try:
-        telemetry = _attach_telemetry(controller, args.quiet)
+        telemetry = _attach_telemetry(controller, args.quiet, _log_path(config, args))
         if not args.quiet:
             print(f"poise run: {config.model.name}, {config.algorithm.name}, mode "
                   f"{config.loop.mode}, {config.loop.rate:g} Hz, device {config.device.port}"
@@ -154,42 +163,30 @@ def _wait(controller, stop: threading.Event, duration: float | None, quiet: bool
         latched = state if state in ("fault", "estop") else None
 
 
-def _attach_telemetry(controller, quiet: bool):
-    """Start MQTT (and an embedded broker when no url is configured); None without it."""
-    cfg = controller.config.mqtt
-    if not cfg.enabled:
+def _log_path(config, args: argparse.Namespace) -> str | None:
+    """Every run is logged: ``[log] path`` (or ``--log``), else ``runs/<model>-<time>.mcap``
+    in the working directory; ``--no-log`` turns it off."""
+    if getattr(args, "no_log", False):
         return None
+    if config.log.path:
+        return str(config.log.path)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path = pathlib.Path("runs") / f"{config.model.name}-{stamp}.mcap"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return str(path)
+
+
+def _attach_telemetry(controller, quiet: bool, log_path: str | None = None):
+    """Start the experiment log (``[log] path``) and MQTT (``[mqtt]``; an embedded broker on
+    loopback when no url is configured) for the controller: see
+    :func:`poise.telemetry.service.attach`. Returns what to ``stop()`` after ``close()``."""
+    from poise.telemetry.service import attach
+
     try:
-        from poise.telemetry.broker import EmbeddedBroker
-        from poise.telemetry.mqtt import MqttBridge, MqttConfig
-    except ImportError as exc:
-        if not quiet:
-            print(f"poise run: MQTT not available ({exc}); running without it "
-                  f"(hook: {TELEMETRY_HOOK})", file=sys.stderr)
-        return None
-    broker = None
-    url = cfg.url
-    if url is None:
-        broker = EmbeddedBroker().start()
-        url = broker.url
-    mc = MqttConfig.from_settings(cfg, url=url)
-    bridge = MqttBridge(controller, controller.subscribe(), controller.events(), mc,
-                        params=lambda: controller.params.as_dict(),
-                        model=controller.model.describe(), device=controller.config.device.port)
-    bridge.start()
-    if not quiet:
-        print(f"poise run: MQTT on {url} (topics poise/{cfg.robot_id}/…)", file=sys.stderr)
-    return _Telemetry(bridge, broker)
-
-
-class _Telemetry:
-    def __init__(self, bridge, broker) -> None:
-        self.bridge, self.broker = bridge, broker
-
-    def stop(self) -> None:
-        self.bridge.stop()
-        if self.broker is not None:
-            self.broker.stop()
+        return attach(controller, out=None if quiet else sys.stderr, log_path=log_path)
+    except (OSError, RuntimeError, ValueError) as exc:
+        print(f"poise run: telemetry: {exc}", file=sys.stderr)
+        raise SystemExit(2) from exc
 
 
 def _fmt(v: Any, unit: str = "") -> str:

@@ -1,0 +1,37 @@
+"""Dashboard frame-time benchmark: update + offscreen render of the whole window with 12 curves ×
+5,000 points, against an empty-frame baseline in the same run.
+
+Usage: ``python bench/dashboard.py [--points N] [--frames N] [--json PATH]`` (same as
+``poise bench dashboard``). Prints a table; writes JSON (default bench/results/dashboard.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+from poise.gui import bench
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--points", type=int, default=5000, help="samples per curve")
+    parser.add_argument("--frames", type=int, default=150, help="measured frames per case")
+    parser.add_argument("--json", type=pathlib.Path,
+                        default=pathlib.Path(__file__).parent / "results" / "dashboard.json",
+                        help="write the results here")
+    args = parser.parse_args(argv)
+    result = bench.run(points=args.points, frames=args.frames)
+    print(bench.table(result))
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

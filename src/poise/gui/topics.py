@@ -1,0 +1,89 @@
+"""The MQTT topic contract as the dashboard reads it (no Qt, no network).
+
+Everything lives under ``poise/<robot_id>/``:
+
+======================  ===========================================================
+``$state``              retained ``{"state", "reason", "t", "device", "broker"}``;
+                        last will ``{"state": "lost"}``
+``telemetry``           QoS 0 columnar batches ``{"seq0", "n", "dropped", "t": [...], ...}``
+``params``              retained live parameters (algorithm, mode, target, gains, ...)
+``model``               retained ``model.describe()``
+``set/<name>``          commands ``{"id", "value"}`` (names: ``COMMAND_NAMES``)
+``response``            ``{"id", "command", "accepted", "reason"}`` for every command
+``events``              JSON events
+======================  ===========================================================
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+from dataclasses import dataclass
+from typing import Any
+
+from poise.controller.bus import COMMAND_NAMES
+
+ROOT = "poise"
+#: Topics of the selected robot the dashboard subscribes to (besides ``+/$state``).
+ROBOT_TOPICS = ("telemetry", "params", "model", "response", "events")
+DEFAULT_URL = "mqtt://127.0.0.1:1883"
+
+
+def topic(robot_id: str, leaf: str) -> str:
+    """``poise/<robot_id>/<leaf>``."""
+    return f"{ROOT}/{robot_id}/{leaf}"
+
+
+def split_topic(name: str) -> tuple[str, str] | None:
+    """``poise/<robot_id>/<leaf...>`` → ``(robot_id, leaf)``; None for foreign topics."""
+    parts = name.split("/", 2)
+    if len(parts) != 3 or parts[0] != ROOT or not parts[1]:
+        return None
+    return parts[1], parts[2]
+
+
+def command_topic(robot_id: str, name: str) -> str:
+    """``poise/<robot_id>/set/<name>``; raises ValueError for an unknown command."""
+    if name not in COMMAND_NAMES:
+        raise ValueError(f"unknown command {name!r}; one of {', '.join(COMMAND_NAMES)}")
+    return topic(robot_id, f"set/{name}")
+
+
+def decode(payload: bytes) -> Any:
+    """JSON payload → Python object; None if it is not valid JSON (counted by the caller)."""
+    try:
+        return json.loads(payload)
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+@dataclass(frozen=True)
+class BrokerURL:
+    """Where the broker is: ``mqtt://[user[:password]@]host[:port]`` (``mqtts://`` for TLS)."""
+
+    host: str = "127.0.0.1"
+    port: int = 1883
+    tls: bool = False
+    username: str | None = None
+    password: str | None = None
+
+    @classmethod
+    def parse(cls, url: str) -> BrokerURL:
+        """Parse a URL; a bare ``host`` or ``host:port`` is accepted too."""
+        if "://" not in url:
+            url = "mqtt://" + url
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("mqtt", "mqtts", "tcp", "ssl"):
+            raise ValueError(f"broker URL {url!r}: scheme must be mqtt:// or mqtts://")
+        tls = parts.scheme in ("mqtts", "ssl")
+        try:
+            port = parts.port or (8883 if tls else 1883)
+        except ValueError as exc:
+            raise ValueError(f"broker URL {url!r}: bad port") from exc
+        return cls(host=parts.hostname or "127.0.0.1", port=port, tls=tls,
+                   username=urllib.parse.unquote(parts.username) if parts.username else None,
+                   password=urllib.parse.unquote(parts.password) if parts.password else None)
+
+    def __str__(self) -> str:
+        user = f"{self.username}@" if self.username else ""
+        return f"{'mqtts' if self.tls else 'mqtt'}://{user}{self.host}:{self.port}"

@@ -1,0 +1,357 @@
+"""Experiment logs: every run into one MCAP file with JSON-schema channels (opens in Foxglove).
+
+Channels (message encoding ``json``, schema encoding ``jsonschema``); one message per control
+cycle on each of the first four, with the cycle counter as the MCAP ``sequence`` so gaps show:
+
+==============  ==================  ======================================================
+topic           schema              fields
+==============  ==================  ======================================================
+``/sensors``    ``poise.Sensors``   seq, t, state, q
+``/setpoints``  ``poise.Setpoints`` seq, t, qa_ref, tau_ff
+``/ik``         ``poise.IKState``   seq, t, q_bar, target, x, task_error, statics_residual
+``/timing``     ``poise.Timing``    seq, t, period_us, lateness_us, compute_us, latency_us
+``/params``     ``poise.Params``    t, kind ("initial" | "change"), data
+``/state``      ``poise.State``     t, from, to, cause
+``/events``     ``poise.Event``     t, kind, data (commands, faults, info)
+==============  ==================  ======================================================
+
+Timestamps (``log_time`` = ``publish_time``) are host *monotonic* nanoseconds
+(``time.monotonic_ns`` clock, as in :class:`CycleSample`); the ``clock`` metadata record pairs one
+monotonic instant with the wall clock (Unix ns) so readers can convert. Metadata records:
+``poise`` (package version, git revision, Python, host), ``clock``, and whatever the caller adds
+(``config``, ``calibration``, ``firmware``, ``model``); each value is JSON text.
+
+The writer never blocks the control cycle: its own thread drains :class:`SampleQueue` s, encodes
+in slices of at most ``slice_`` samples with a GIL hand-off between slices, and closes an MCAP
+chunk (compressed, then flushed to the OS) every ``flush_interval`` (0.1 s). A killed process
+therefore loses at most the last ~100 ms plus whatever was still queued;
+:func:`poise.telemetry.reader.read_log` recovers everything before the damage.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import os
+import pathlib
+import platform
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from mcap.writer import CompressionType, Writer
+
+import poise
+from poise.controller.bus import CycleSample, Event, SampleQueue
+
+log = logging.getLogger(__name__)
+
+PROFILE = ""  # plain MCAP (no ROS profile)
+
+_num = {"type": "number"}
+_nums = {"type": "array", "items": {"type": ["number", "null"]}}
+_seq_t = {"seq": {"type": "integer", "description": "control cycle counter"},
+          "t": {"type": "number", "description": "host monotonic time [s]"}}
+
+
+def _schema(title: str, props: dict[str, Any]) -> dict[str, Any]:
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": title,
+            "type": "object", "properties": props, "required": list(props)}
+
+
+#: topic -> (schema name, JSON schema)
+SCHEMAS: dict[str, tuple[str, dict[str, Any]]] = {
+    "/sensors": ("poise.Sensors", _schema("measured configuration", {
+        **_seq_t, "state": {"type": "string"},
+        "q": {**_nums, "description": "measured configuration q [rad / model units]"}})),
+    "/setpoints": ("poise.Setpoints", _schema("setpoints sent to the device", {
+        **_seq_t, "qa_ref": {**_nums, "description": "actuator setpoint [actuator units]"},
+        "tau_ff": {**_nums, "description": "effort feed-forward (empty if none)"}})),
+    "/ik": ("poise.IKState", _schema("IK state", {
+        **_seq_t, "q_bar": {**_nums, "description": "predicted held configuration q̄"},
+        "target": {**_nums, "description": "task target x̄ [task units]"},
+        "x": {**_nums, "description": "task value used for the error [task units]"},
+        "task_error": {"type": ["number", "null"], "description": "‖x̄ − x‖ [task units]"},
+        "statics_residual": {"type": ["number", "null"], "description": "‖G_u(q̄)‖ [N·m]"}})),
+    "/timing": ("poise.Timing", _schema("cycle timing", {
+        **_seq_t, "period_us": _num, "lateness_us": _num, "compute_us": _num,
+        "latency_us": {**_num, "description": "sensor frame received → setpoint written"}})),
+    "/params": ("poise.Params", _schema("live parameters", {
+        "t": _num, "kind": {"enum": ["initial", "change"]}, "data": {"type": "object"}})),
+    "/state": ("poise.State", _schema("state transition", {
+        "t": _num, "from": {"type": "string"}, "to": {"type": "string"},
+        "cause": {"type": "string"}})),
+    "/events": ("poise.Event", _schema("event", {
+        "t": _num, "kind": {"type": "string"}, "data": {"type": "object"}})),
+}
+
+
+def _dumps(obj: Any) -> bytes:
+    from poise.telemetry.topics import dumps
+
+    return dumps(obj)
+
+
+def sample_messages(s: CycleSample) -> tuple[bytes, bytes, bytes, bytes]:
+    """The ``/sensors``, ``/setpoints``, ``/ik`` and ``/timing`` payloads of one sample."""
+    return (
+        _dumps({"seq": s.seq, "t": s.t, "state": s.state, "q": s.q}),
+        _dumps({"seq": s.seq, "t": s.t, "qa_ref": s.qa_ref, "tau_ff": s.tau_ff}),
+        _dumps({"seq": s.seq, "t": s.t, "q_bar": s.q_bar, "target": s.target, "x": s.x,
+                "task_error": s.task_error, "statics_residual": s.statics_residual}),
+        _dumps({"seq": s.seq, "t": s.t, "period_us": s.period_us,
+                "lateness_us": s.lateness_us, "compute_us": s.compute_us,
+                "latency_us": s.latency_us}),
+    )
+
+
+def git_revision(path: str | os.PathLike[str] | None = None) -> str | None:
+    """``git describe --always --dirty`` of the checkout holding ``path`` (the package), or
+    None when it is not a git checkout or git is missing."""
+    where = pathlib.Path(path or poise.__file__).resolve().parent
+    try:
+        out = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=40"],
+                             cwd=where, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() or None
+
+
+def provenance() -> dict[str, Any]:
+    """Package version, git revision, Python and host of this process."""
+    return {"version": poise.__version__, "git_revision": git_revision(),
+            "python": platform.python_version(), "platform": platform.platform(),
+            "host": socket.gethostname(), "pid": os.getpid()}
+
+
+def clock_anchor() -> dict[str, Any]:
+    """One instant on both clocks: monotonic ns (the log's time base) and Unix wall ns."""
+    mono1 = time.monotonic_ns()
+    wall = time.time_ns()
+    mono2 = time.monotonic_ns()
+    return {"monotonic_ns": (mono1 + mono2) // 2, "wall_ns": wall,
+            "wall_iso": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(wall / 1e9))}
+
+
+def encode_metadata(data: Mapping[str, Any]) -> dict[str, str]:
+    """MCAP metadata is str → str: every value becomes its JSON text."""
+    return {str(k): json.dumps(v, default=str) for k, v in data.items()}
+
+
+class LogWriter:
+    """Write one run to an MCAP file from its own thread.
+
+    Args:
+        path: the ``.mcap`` file (parent directories are created).
+        samples: the controller's sample queue (``controller.subscribe()``), or None.
+        events: the controller's event queue (``controller.events()``), or None.
+        metadata: records to write at the start, ``{name: {key: JSON-able value}}``
+            (``config``, ``calibration``, ``firmware``, ``model`` …).
+        params: the initial live parameters, logged on ``/params`` as ``kind="initial"``.
+        flush_interval: longest time a message waits in an open chunk [s].
+        compression: ``"zstd"``, ``"lz4"`` or ``"none"``.
+        chunk_size: a chunk is also closed when it holds this many bytes.
+        slice_: samples encoded between two GIL hand-offs.
+
+    Attributes:
+        samples_written, events_written: counts so far.
+        gaps: cycles missing between consecutive samples (lost before the writer saw them).
+    """
+
+    def __init__(self, path: str | os.PathLike[str],
+                 samples: SampleQueue[CycleSample] | None = None,
+                 events: SampleQueue[Event] | None = None, *,
+                 metadata: Mapping[str, Mapping[str, Any]] | None = None,
+                 params: Mapping[str, Any] | None = None,
+                 flush_interval: float = 0.1, compression: str = "zstd",
+                 chunk_size: int = 1 << 20, slice_: int = 25) -> None:
+        self.path = pathlib.Path(path)
+        self.samples = samples
+        self.events = events
+        self.flush_interval = flush_interval
+        self.chunk_size = chunk_size
+        self.slice = slice_
+        self._compression = {"zstd": CompressionType.ZSTD, "lz4": CompressionType.LZ4,
+                             "none": CompressionType.NONE}[compression]
+        self._pending_meta: collections.deque[tuple[str, dict[str, str]]] = collections.deque()
+        self._pending_params: collections.deque[tuple[float, str, dict]] = collections.deque()
+        self._pending_meta.append(("poise", encode_metadata(provenance())))
+        self._pending_meta.append(("clock", encode_metadata(clock_anchor())))
+        for name, data in (metadata or {}).items():
+            self.add_metadata(name, data)
+        if params is not None:
+            self.log_params(params, initial=True)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self.error: BaseException | None = None
+        self.samples_written = 0
+        self.events_written = 0
+        self.gaps = 0
+        self._last_seq: int | None = None
+
+    # -- any thread -----------------------------------------------------------------------------
+    def add_metadata(self, name: str, data: Mapping[str, Any]) -> None:
+        """Queue a metadata record (e.g. ``firmware`` after the handshake); thread-safe."""
+        self._pending_meta.append((name, encode_metadata(data)))
+
+    def log_params(self, params: Mapping[str, Any], *, initial: bool = False) -> None:
+        """Queue a ``/params`` message (thread-safe); changes also arrive as ``param`` events."""
+        self._pending_params.append((time.monotonic(), "initial" if initial else "change",
+                                     dict(params)))
+
+    def start(self) -> LogWriter:
+        """Open the file and start the writer thread."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._thread = threading.Thread(target=self._run, name="poise-log", daemon=True)
+        self._thread.start()
+        self._ready.wait(5)
+        if self.error is not None:
+            raise self.error
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Write what is queued, finish the file (summary and index) and join the thread."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def __enter__(self) -> LogWriter:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- the writer thread ------------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            stream = self.path.open("wb")
+        except OSError as exc:
+            self.error = exc
+            self._ready.set()
+            return
+        with stream:
+            writer = Writer(stream, chunk_size=self.chunk_size, compression=self._compression)
+            writer.start(profile=PROFILE, library=f"poise {poise.__version__}")
+            self._channels = {}
+            for topic, (name, schema) in SCHEMAS.items():
+                sid = writer.register_schema(name, "jsonschema", json.dumps(schema).encode())
+                self._channels[topic] = writer.register_channel(topic, "json", sid)
+            self._ready.set()
+            last_flush = time.monotonic()
+            try:
+                while True:
+                    stopping = self._stop.is_set()
+                    self._write_pending(writer)
+                    if self.samples is not None:
+                        while batch := self.samples.drain(self.slice):
+                            self._write_samples(writer, batch)
+                            time.sleep(0)  # hand the GIL over between slices
+                            if time.monotonic() - last_flush >= self.flush_interval:
+                                writer.flush()  # even while catching up
+                                last_flush = time.monotonic()
+                    now = time.monotonic()
+                    if now - last_flush >= self.flush_interval or stopping:
+                        writer.flush()  # close the chunk, push it to the OS
+                        last_flush = now
+                    if stopping:
+                        break
+                    wait = max(0.0, self.flush_interval - (time.monotonic() - last_flush))
+                    if self.samples is not None:
+                        self.samples.wait(min(wait, self.flush_interval / 4))
+                    else:
+                        self._stop.wait(min(wait, self.flush_interval / 4))
+                self._write_pending(writer)
+                writer.add_metadata("log_stats", encode_metadata({
+                    "samples": self.samples_written, "events": self.events_written,
+                    "gaps": self.gaps,
+                    "queue_dropped": self.samples.dropped if self.samples else 0}))
+                writer.finish()
+            except Exception as exc:  # disk full, etc.: say so, keep the control loop alive
+                self.error = exc
+                log.exception("experiment log %s failed", self.path)
+
+    def _write_pending(self, writer: Writer) -> None:
+        while self._pending_meta:
+            name, data = self._pending_meta.popleft()
+            writer.add_metadata(name, data)
+        while self._pending_params:
+            t, kind, data = self._pending_params.popleft()
+            self._write(writer, "/params", t, {"t": t, "kind": kind, "data": data})
+        if self.events is not None:
+            for ev in self.events.drain():
+                if ev.kind == "state":
+                    d = ev.data
+                    self._write(writer, "/state", ev.t, {
+                        "t": ev.t, "from": str(d.get("from", "")), "to": str(d.get("to", "")),
+                        "cause": str(d.get("cause", ""))})
+                elif ev.kind == "param":
+                    self._write(writer, "/params", ev.t,
+                                {"t": ev.t, "kind": "change", "data": ev.data})
+                else:
+                    self._write(writer, "/events", ev.t, ev.as_dict())
+                    device = ev.data.get("device") if ev.kind == "info" else None
+                    if isinstance(device, dict):  # the controller's handshake report
+                        writer.add_metadata("firmware", encode_metadata(
+                            {**device, "id": device.get("firmware_id"),
+                             "port": ev.data.get("port")}))
+                self.events_written += 1
+
+    def _write(self, writer: Writer, topic: str, t: float, doc: dict[str, Any]) -> None:
+        ns = int(t * 1e9)
+        writer.add_message(self._channels[topic], log_time=ns, publish_time=ns, data=_dumps(doc))
+
+    def _write_samples(self, writer: Writer, batch: list[CycleSample]) -> None:
+        ch = self._channels
+        ids = (ch["/sensors"], ch["/setpoints"], ch["/ik"], ch["/timing"])
+        for s in batch:
+            if self._last_seq is not None and s.seq != self._last_seq + 1:
+                self.gaps += max(0, s.seq - self._last_seq - 1)
+            self._last_seq = s.seq
+            ns = int(s.t * 1e9)
+            seq = s.seq & 0xFFFFFFFF
+            for cid, data in zip(ids, sample_messages(s), strict=True):
+                writer.add_message(cid, log_time=ns, publish_time=ns, data=data, sequence=seq)
+        self.samples_written += len(batch)
+
+
+def controller_log(controller: Any, path: str | os.PathLike[str] | None = None,
+                   **kwargs: Any) -> LogWriter:
+    """A started :class:`LogWriter` for a running ``poise.controller.Controller``.
+
+    Subscribes to its samples and events (with the event history, so a log started after
+    ``connect`` still records the handshake), and records as metadata the resolved
+    configuration (``config.as_dict()``), the model (``model.describe()``), the calibration
+    (the calibration file's metadata and path) and, once the controller reports the handshake,
+    the firmware. ``path`` defaults to ``config.log.path``.
+    """
+    config = getattr(controller, "config", None)
+    path = path or getattr(getattr(config, "log", None), "path", None)
+    if not path:
+        raise ValueError("no log path: set [log] path or pass one")
+    meta: dict[str, dict[str, Any]] = {}
+    if config is not None and hasattr(config, "as_dict"):
+        meta["config"] = config.as_dict()
+    model = getattr(controller, "model", None)
+    if model is not None and hasattr(model, "describe"):
+        try:
+            meta["model"] = dict(model.describe())
+        except Exception as exc:  # a model without a description still gets logged
+            meta["model"] = {"name": getattr(model, "name", "?"), "error": str(exc)}
+    info = getattr(controller, "model_info", None)
+    calibration = getattr(info, "calibration", None)
+    cal_file = getattr(getattr(config, "model", None), "calibration", None)
+    meta["calibration"] = {"file": cal_file, **(dict(calibration) if calibration else {})}
+    params = getattr(controller, "params", None)
+    if hasattr(params, "as_dict"):
+        params = params.as_dict()
+    writer = LogWriter(path, controller.subscribe(), controller.events(), metadata=meta,
+                       params=params if isinstance(params, Mapping) else None, **kwargs)
+    return writer.start()

@@ -1,0 +1,567 @@
+"""MQTT bridge: telemetry out, commands in, off the control thread (aiomqtt 2.x).
+
+:class:`MqttBridge` runs its own asyncio loop in its own thread. Every ``1/rate_hz`` seconds
+(≤ 100 messages/s) it drains the controller's :class:`SampleQueue` and publishes one columnar
+batch of all samples since the last on ``telemetry`` (QoS 0); it republishes ``$state`` and
+``params`` (retained) when they change and forwards events (QoS 1). Commands arriving on
+``set/<name>`` are parsed and checked (:mod:`poise.telemetry.commands`), handed to the command
+handler's ``submit`` one at a time in arrival order (in a worker thread, so a slow ``submit``
+never stalls publishing), and answered on ``response`` (QoS 1).
+
+Losing the broker never reaches the control loop: the loop only ever ``put`` s into bounded
+drop-oldest queues. The bridge reconnects with exponential backoff (0.2 s … 5 s), resubscribes,
+republishes the retained topics, discards telemetry that went stale while disconnected (counted
+in ``dropped``), and sends responses and events still owed (they stay queued until the broker
+acknowledges them). A command is therefore either answered, or — if the broker was down — never
+received. Retained messages on ``set/…`` are refused, never executed: a stale retained command
+must not move the arm at every reconnect.
+
+The command handler is duck-typed: anything with ``submit(Command) -> CommandResponse``
+(thread-safe) and a ``state`` attribute (a string, or an enum whose ``value``/``name`` is one);
+optionally ``params()`` (or a ``params`` mapping) for the live parameters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import contextlib
+import dataclasses
+import logging
+import os
+import random
+import ssl
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+import aiomqtt
+
+from poise.controller.bus import Command, CommandResponse, CycleSample, Event, SampleQueue
+from poise.telemetry import commands as cmds
+from poise.telemetry.topics import LOST, Topics, check_robot_id, dumps, encode_batch, state_dict
+
+log = logging.getLogger(__name__)
+
+#: Most telemetry messages per second the bridge will send.
+MAX_RATE_HZ = 100.0
+
+
+class CommandHandler(Protocol):
+    """What the bridge needs of a controller."""
+
+    state: Any
+
+    def submit(self, command: Command) -> CommandResponse: ...
+
+
+def state_name(state: Any) -> str:
+    """A controller state as a plain string (enums by value, else name, else ``str``)."""
+    if isinstance(state, str):
+        return str(state)  # a StrEnum's str() is its value
+    value = getattr(state, "value", None)
+    if isinstance(value, str):
+        return value
+    name = getattr(state, "name", None)
+    return name.lower() if isinstance(name, str) else str(state)
+
+
+@dataclass(frozen=True)
+class MqttConfig:
+    """Where and how to connect, and how fast to publish.
+
+    Attributes:
+        host, port: the broker (``mqtt://host:port``; ``mqtts://`` defaults to 8883 and TLS).
+        robot_id: the topic level under ``poise/``.
+        username, password: optional credentials.
+        tls: connect with TLS; ``ca_certs`` / ``certfile`` / ``keyfile`` as for ``ssl``;
+            ``tls_insecure`` skips certificate and host-name checks (test benches only).
+        rate_hz: telemetry messages per second (each carries every sample since the last) [Hz].
+        max_batch: most samples in one telemetry message (older ones are dropped and counted).
+        keepalive: MQTT keep-alive [s]; a silent broker is declared lost after ~1.5× this.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 1883
+    robot_id: str = "poise"
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    tls: bool = False
+    ca_certs: str | None = None
+    certfile: str | None = None
+    keyfile: str | None = None
+    tls_insecure: bool = False
+    rate_hz: float = 50.0
+    max_batch: int = 1000
+    keepalive: int = 5
+    transport: str = "tcp"
+    websocket_path: str | None = None
+
+    def __post_init__(self) -> None:
+        check_robot_id(self.robot_id)
+        if not 0 < self.rate_hz <= MAX_RATE_HZ:
+            raise ValueError(f"mqtt rate_hz = {self.rate_hz} must be in (0, {MAX_RATE_HZ:g}]")
+        if not 0 < self.port < 65536:
+            raise ValueError(f"mqtt port {self.port} out of range")
+
+    @property
+    def url(self) -> str:
+        """The broker address without credentials (``mqtt://host:port``)."""
+        scheme = ("wss" if self.tls else "ws") if self.transport == "websockets" else (
+            "mqtts" if self.tls else "mqtt")
+        return f"{scheme}://{self.host}:{self.port}{self.websocket_path or ''}"
+
+    @classmethod
+    def from_url(cls, url: str, **overrides: Any) -> MqttConfig:
+        """Parse ``mqtt[s]://[user[:password]@]host[:port]``; ``overrides`` win."""
+        parts = urllib.parse.urlsplit(url if "://" in url else f"mqtt://{url}")
+        if parts.scheme not in ("mqtt", "mqtts", "tcp", "ssl", "ws", "wss"):
+            raise ValueError(f"mqtt url {url!r}: scheme must be mqtt://, mqtts://, ws:// or "
+                             "wss://")
+        tls = parts.scheme in ("mqtts", "ssl", "wss")
+        ws = parts.scheme in ("ws", "wss")
+        default_port = (443 if tls else 80) if ws else (8883 if tls else 1883)
+        kw: dict[str, Any] = {"host": parts.hostname or "127.0.0.1", "tls": tls,
+                              "port": parts.port or default_port,
+                              "transport": "websockets" if ws else "tcp",
+                              "websocket_path": parts.path or None}
+        if parts.username:
+            kw["username"] = urllib.parse.unquote(parts.username)
+        if parts.password:
+            kw["password"] = urllib.parse.unquote(parts.password)
+        kw.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**kw)
+
+    @classmethod
+    def from_settings(cls, section: Any, **overrides: Any) -> MqttConfig:
+        """From the controller's ``[mqtt]`` table: a mapping or an object with the same names
+        (``poise.controller.config.MqttConfig``): ``url``, ``robot_id``, ``username``,
+        ``password``, ``tls`` (bool, or a table with ``ca_certs``, ``certfile``, ``keyfile``,
+        ``insecure``), ``ca_file``, ``rate_hz``, ``max_batch``, ``keepalive`` (``enabled`` is
+        the caller's business). ``overrides`` (CLI flags) win where not None. Unknown keys of a
+        mapping are an error naming them."""
+        if dataclasses.is_dataclass(section) and not isinstance(section, type):
+            section = dataclasses.asdict(section)
+        section = dict(section or {})
+        known = {"url", "robot_id", "username", "password", "tls", "ca_file", "rate_hz",
+                 "max_batch", "keepalive", "enabled"}
+        unknown = sorted(set(section) - known)
+        if unknown:
+            raise ValueError(f"[mqtt]: unknown key(s) {', '.join(unknown)}; "
+                             f"known: {', '.join(sorted(known))}")
+        kw: dict[str, Any] = {k: section[k] for k in
+                              ("robot_id", "username", "password", "rate_hz", "max_batch",
+                               "keepalive") if section.get(k) is not None}
+        tls = section.get("tls")
+        if isinstance(tls, Mapping):
+            kw.update(tls=True, ca_certs=tls.get("ca_certs"), certfile=tls.get("certfile"),
+                      keyfile=tls.get("keyfile"), tls_insecure=bool(tls.get("insecure", False)))
+        elif tls:
+            kw["tls"] = True
+        if section.get("ca_file"):
+            kw["ca_certs"] = section["ca_file"]
+        url = overrides.pop("url", None) or section.get("url") or "mqtt://127.0.0.1:1883"
+        kw.update({k: v for k, v in overrides.items() if v is not None})
+        return replace(cls.from_url(url), **kw)
+
+    def tls_context(self) -> ssl.SSLContext | None:
+        """The client TLS context, or None without TLS."""
+        if not self.tls:
+            return None
+        ctx = ssl.create_default_context(cafile=self.ca_certs)
+        if self.certfile:
+            ctx.load_cert_chain(self.certfile, self.keyfile)
+        if self.tls_insecure:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        return ctx
+
+    def client(self, *, will: aiomqtt.Will | None = None, identifier: str | None = None,
+               clean_session: bool = True) -> aiomqtt.Client:
+        """An aiomqtt client for this broker (not yet connected)."""
+        return aiomqtt.Client(
+            self.host, self.port, username=self.username, password=self.password,
+            identifier=identifier, will=will, clean_session=clean_session,
+            keepalive=self.keepalive, timeout=5.0, tls_context=self.tls_context(),
+            transport=self.transport,  # type: ignore[arg-type]
+            websocket_path=self.websocket_path,
+            tls_insecure=self.tls_insecure if self.tls else None)
+
+
+@dataclass
+class BridgeStats:
+    """Counters of one bridge (read them from any thread; they only grow)."""
+
+    connects: int = 0
+    connect_failures: int = 0
+    batches: int = 0
+    samples_sent: int = 0
+    samples_discarded: int = 0
+    events: int = 0
+    commands: int = 0
+    accepted: int = 0
+    refused: int = 0
+    last_error: str = ""
+
+
+def static_params(handler: Any) -> dict[str, Any]:
+    """What a ``params`` message carries besides the live values, read off a controller-like
+    object if it has it: model name, ``n``, ``m``, ``task_dim``, loop ``rate``, the
+    algorithms it can run (``poise.controller.config.ALGORITHMS``)."""
+    out: dict[str, Any] = {}
+    model = getattr(handler, "model", None)
+    for key in ("name", "n", "m", "task_dim"):
+        value = getattr(model, key, None)
+        if isinstance(value, str | int) and not isinstance(value, bool):
+            out["model" if key == "name" else key] = value
+    rate = getattr(getattr(getattr(handler, "config", None), "loop", None), "rate", None)
+    if isinstance(rate, int | float):
+        out["rate"] = float(rate)
+    if out:
+        with contextlib.suppress(ImportError):
+            from poise.controller.config import ALGORITHMS
+
+            out["algorithms"] = list(ALGORITHMS)
+    return out
+
+
+class MqttBridge:
+    """Publish a controller's telemetry and serve its commands over MQTT, in its own thread.
+
+    Args:
+        handler: the command handler (``submit``, ``state``; optionally ``params``).
+        samples: the handler's sample queue (``controller.subscribe()``), or None.
+        events: the handler's event queue (``controller.events()``), or None.
+        config: broker, robot id, rate.
+        params: returns the live parameters (defaults to ``handler.params``).
+        model: the robot description published retained on ``model`` (``model.describe()``).
+        device: what drives the loop, for ``$state`` (``/dev/ttyACM0``, ``sim:planar3``).
+
+    Use ``start()`` / ``stop()`` or a ``with`` block. ``connected`` is a ``threading.Event``.
+    """
+
+    def __init__(self, handler: CommandHandler, samples: SampleQueue[CycleSample] | None = None,
+                 events: SampleQueue[Event] | None = None, config: MqttConfig | None = None, *,
+                 params: Callable[[], Mapping[str, Any]] | None = None,
+                 model: Mapping[str, Any] | None = None, device: str = "") -> None:
+        self.handler = handler
+        self.samples = samples
+        self.events = events
+        self.config = config or MqttConfig()
+        self.topics = Topics(self.config.robot_id)
+        self._params_fn = params
+        self.model = dict(model) if model is not None else None
+        self.device = device
+        self.stats = BridgeStats()
+        self.connected = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping: asyncio.Event | None = None
+        self._started = threading.Event()
+        self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mqtt-cmd")
+        # Owed QoS-1 messages (responses, events): removed only once the broker has them.
+        self._owed: collections.deque[tuple[str, bytes]] = collections.deque(maxlen=100_000)
+        self._owed_lock: asyncio.Lock | None = None
+        self._params_dirty = True
+        self._last_state: str | None = None
+        self._state_reason = "started"
+        self._limits = cmds.Limits()
+        self._static = static_params(handler)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> MqttBridge:
+        """Start the bridge thread (returns at once; see ``connected``)."""
+        if self._thread is not None:
+            return self
+        self._thread = threading.Thread(target=self._thread_main, name="poise-mqtt", daemon=True)
+        self._thread.start()
+        self._started.wait(5)
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Publish ``$state`` offline, disconnect cleanly and join the thread."""
+        if self._thread is None:
+            return
+        if self._loop is not None and self._stopping is not None:
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._stopping.set)
+        self._thread.join(timeout)
+        self._thread = None
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def __enter__(self) -> MqttBridge:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def notify_params(self) -> None:
+        """Ask for ``params`` to be republished (thread-safe; e.g. after a local change)."""
+        self._params_dirty = True
+
+    def wait_connected(self, timeout: float) -> bool:
+        """Wait until connected to the broker; True if so."""
+        return self.connected.wait(timeout)
+
+    # -- the loop -----------------------------------------------------------------------------
+    def _thread_main(self) -> None:
+        try:
+            asyncio.run(self._main())
+        except Exception:  # pragma: no cover - last resort, never kill the process
+            log.exception("MQTT bridge stopped on an unexpected error")
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stopping = asyncio.Event()
+        self._owed_lock = asyncio.Lock()
+        self._started.set()
+        backoff = 0.2
+        stopper = asyncio.create_task(self._stopping.wait())
+        while not self._stopping.is_set():
+            was_connected = False
+            try:
+                was_connected = await self._session_or_stop(stopper)
+            except (aiomqtt.MqttError, OSError) as exc:
+                was_connected = self.connected.is_set()
+                self._note_error(exc)
+            except Exception as exc:  # never let the bridge thread die: log, back off, retry
+                was_connected = self.connected.is_set()
+                log.exception("MQTT bridge session failed")
+                self._note_error(exc)
+            self.connected.clear()
+            if self._stopping.is_set():
+                break
+            backoff = 0.2 if was_connected else min(backoff * 2, 5.0)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), backoff * random.uniform(0.8, 1.2))
+
+    async def _session_or_stop(self, stopper: asyncio.Task[Any]) -> bool:
+        """Run a session; a stop requested before it connected abandons the attempt (a
+        connected session ends itself cleanly, publishing ``offline``)."""
+        session = asyncio.create_task(self._session())
+        await asyncio.wait({session, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        if not session.done() and not self.connected.is_set():
+            session.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await session
+            return False
+        return await session
+
+    def _note_error(self, exc: BaseException) -> None:
+        msg = f"{type(exc).__name__}: {exc}"
+        if not self.connected.is_set():
+            self.stats.connect_failures += 1
+        if msg != self.stats.last_error:
+            log.warning("MQTT %s: %s (reconnecting)", self.config.url, msg)
+        self.stats.last_error = msg
+
+    async def _session(self) -> bool:
+        """One connection: returns True after a clean stop, raises MqttError when lost."""
+        cfg, topics = self.config, self.topics
+        will = aiomqtt.Will(topics.state, dumps(LOST), qos=1, retain=True)
+        ident = f"poise-{cfg.robot_id}-{os.getpid()}-{random.randrange(1 << 32):08x}"
+        async with cfg.client(will=will, identifier=ident) as client:
+            await client.subscribe(topics.set_filter, qos=1)
+            self._discard_stale()
+            self._last_state = None
+            self._params_dirty = True
+            if self.model is not None:
+                await client.publish(topics.model, dumps(self.model), qos=1, retain=True,
+                                     timeout=5)
+            await self._publish_status(client)  # retained $state and params first ...
+            self.connected.set()  # ... so "connected" means "announced"
+            self.stats.connects += 1
+            self.stats.last_error = ""
+            log.info("MQTT connected to %s as %s", cfg.url, topics.base)
+            tasks = {asyncio.create_task(self._pump(client)),
+                     asyncio.create_task(self._serve_commands(client)),
+                     asyncio.create_task(self._watch(client))}
+            try:
+                done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                self._refuse_unprocessed(client)
+            for task in done:
+                if task.exception() is not None:
+                    raise task.exception()  # type: ignore[misc]
+            # clean stop: answer what is in hand, tell the world, disconnect (no will)
+            await asyncio.wrap_future(self._executor.submit(lambda: None))  # submit drained
+            await self._flush_owed(client)
+            await client.publish(topics.state, dumps(self._state_payload("offline",
+                                 "service stopped")), qos=1, retain=True, timeout=2)
+            return True
+
+    @staticmethod
+    async def _watch(client: aiomqtt.Client) -> None:
+        """End the session as soon as the connection drops, even while another task waits for
+        an acknowledgement that will never come (aiomqtt has no public hook for this)."""
+        disconnected = getattr(client, "_disconnected", None)
+        if disconnected is None:
+            await asyncio.Event().wait()  # no hook: the other tasks notice on their own
+        with contextlib.suppress(Exception):
+            await asyncio.shield(disconnected)
+        raise aiomqtt.MqttError("disconnected from the broker")
+
+    def _discard_stale(self) -> None:
+        if self.samples is not None:
+            self.stats.samples_discarded += len(self.samples.drain())
+
+    def _state_payload(self, state: str, reason: str) -> dict[str, Any]:
+        return state_dict(state, reason, t=time.time(), device=self.device,
+                          broker=self.config.url)
+
+    def _params(self) -> dict[str, Any] | None:
+        """Live parameters (from ``params`` or the handler), over the static description."""
+        source: Any = self._params_fn or getattr(self.handler, "params", None)
+        try:
+            if callable(source) and not hasattr(source, "as_dict"):
+                source = source()
+            if hasattr(source, "as_dict"):
+                source = source.as_dict()
+            live = dict(source) if source is not None else {}
+        except Exception as exc:  # a failing provider must not stop telemetry
+            log.warning("params provider failed: %s", exc)
+            return None
+        if not live and not self._static:
+            return None
+        return {**self._static, **live}
+
+    def _reason(self) -> str:
+        """Why the handler is in its state: its own ``reason`` if it has one, else the cause
+        of the last state event."""
+        reason = getattr(self.handler, "reason", None)
+        return reason if isinstance(reason, str) and reason else self._state_reason
+
+    async def _pump(self, client: aiomqtt.Client) -> None:
+        """Every tick: events, $state, params, owed messages, one telemetry batch."""
+        assert self._stopping is not None
+        period = 1.0 / self.config.rate_hz
+        topics = self.topics
+        next_t = time.monotonic()
+        while not self._stopping.is_set():
+            if self.events is not None:
+                for event in self.events.drain():
+                    self.stats.events += 1
+                    self._owed.append((topics.events, dumps(event.as_dict())))
+                    if event.kind == "state":
+                        self._state_reason = str(event.data.get("cause", ""))
+                        self._last_state = None  # force a $state republish
+                    elif event.kind == "param":
+                        self._params_dirty = True
+            await self._publish_status(client)
+            await self._flush_owed(client)
+            if self.samples is not None:
+                batch = self.samples.drain()
+                if batch:
+                    if len(batch) > self.config.max_batch:
+                        self.stats.samples_discarded += len(batch) - self.config.max_batch
+                        batch = batch[-self.config.max_batch:]
+                    dropped = self.samples.dropped + self.stats.samples_discarded
+                    await client.publish(topics.telemetry, encode_batch(batch, dropped), qos=0)
+                    self.stats.batches += 1
+                    self.stats.samples_sent += len(batch)
+            next_t += period
+            delay = next_t - time.monotonic()
+            if delay < 0:  # fell behind (slow broker): keep the rate, skip the backlog
+                next_t = time.monotonic()
+                delay = 0
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), delay)
+
+    async def _publish_status(self, client: aiomqtt.Client) -> None:
+        """Republish the retained ``$state`` and ``params`` if they changed."""
+        state = state_name(self.handler.state)
+        if state != self._last_state:
+            await client.publish(self.topics.state,
+                                 dumps(self._state_payload(state, self._reason())),
+                                 qos=1, retain=True, timeout=5)
+            self._last_state = state
+        if self._params_dirty:
+            self._params_dirty = False
+            params = self._params()
+            if params is not None:
+                self._limits = cmds.Limits.from_params(params)
+                await client.publish(self.topics.params, dumps(params), qos=1, retain=True,
+                                     timeout=5)
+
+    async def _flush_owed(self, client: aiomqtt.Client) -> None:
+        """Publish owed QoS-1 messages in order, up to 64 in flight; each leaves the queue once
+        acknowledged (a message lost with the connection is sent again: at least once)."""
+        assert self._owed_lock is not None
+        async with self._owed_lock:
+            while self._owed:
+                window = [self._owed[i] for i in range(min(64, len(self._owed)))]
+                results = await asyncio.gather(
+                    *(client.publish(topic, payload, qos=1, timeout=5)
+                      for topic, payload in window), return_exceptions=True)
+                for result in results:
+                    if isinstance(result, BaseException):
+                        raise result
+                    self._owed.popleft()
+
+    async def _serve_commands(self, client: aiomqtt.Client) -> None:
+        async for message in client.messages:
+            name = self.topics.command_name(str(message.topic))
+            if name is None:
+                continue
+            self.stats.commands += 1
+            parsed = self._parse(name, message)
+            if isinstance(parsed, CommandResponse):
+                self._answer(parsed)
+            else:
+                # submit runs in a worker thread and queues its own answer, so the answer
+                # survives this task being cancelled by a lost connection (shield).
+                done = self._executor.submit(self._submit_and_answer, parsed)
+                await asyncio.shield(asyncio.wrap_future(done))
+            await self._flush_owed(client)
+
+    def _parse(self, name: str, message: aiomqtt.Message) -> Command | CommandResponse:
+        if message.retain:
+            return CommandResponse(
+                id="", command=name, accepted=False,
+                reason="retained command ignored: publish commands with retain=false")
+        payload = message.payload
+        raw = payload if isinstance(payload, bytes | bytearray) else str(payload).encode()
+        return cmds.parse(name, bytes(raw), self._limits)
+
+    def _refuse_unprocessed(self, client: aiomqtt.Client) -> None:
+        """Answer commands received but not yet handled when the connection dropped."""
+        queue = getattr(client, "_queue", None)  # aiomqtt's receive queue (no public drain)
+        while queue is not None and not queue.empty():
+            message = queue.get_nowait()
+            name = self.topics.command_name(str(message.topic))
+            if name is None:
+                continue
+            self.stats.commands += 1
+            parsed = self._parse(name, message)
+            ident = parsed.id
+            self._answer(CommandResponse(id=ident, command=name, accepted=False,
+                                         reason="connection to the broker lost before the "
+                                                "command was handled; send it again"))
+
+    def _answer(self, response: CommandResponse) -> None:
+        if response.accepted:
+            self.stats.accepted += 1
+            self._params_dirty = True
+        else:
+            self.stats.refused += 1
+        self._owed.append((self.topics.response, dumps(response.as_dict())))
+
+    def _submit_and_answer(self, command: Command) -> None:
+        """Worker thread: hand ``command`` to the handler and queue the answer."""
+        try:
+            response = self.handler.submit(command)
+        except Exception as exc:  # the handler must answer; if it raises, we answer for it
+            log.exception("submit(%s) raised", command.name)
+            response = CommandResponse(id=command.id, command=command.name, accepted=False,
+                                       reason=f"internal error: {type(exc).__name__}: {exc}")
+        if not isinstance(response, CommandResponse):
+            response = CommandResponse(id=command.id, command=command.name, accepted=False,
+                                       reason=f"internal error: submit returned {response!r}")
+        self._answer(response)

@@ -1,0 +1,185 @@
+"""Read an experiment log back, whole or damaged.
+
+:func:`read_log` walks the file with ``mcap``'s ``StreamReader`` (one pass, no index needed), so
+a file cut short by a crash yields every record before the damage and reports ``truncated``;
+``mcap.reader.make_reader`` would refuse such a file outright.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from mcap.records import Channel, Message, Metadata, Schema
+from mcap.stream_reader import StreamReader
+
+#: Per-cycle topics joined by ``seq`` into samples.
+CYCLE_TOPICS = ("/sensors", "/setpoints", "/ik", "/timing")
+
+
+@dataclass
+class LogContents:
+    """What a log holds.
+
+    Attributes:
+        path: the file.
+        metadata: ``{record name: {key: decoded JSON value}}``.
+        messages: ``{topic: [decoded message dicts]}`` in file order; each dict also carries
+            ``_log_time`` [ns] and ``_sequence``.
+        schemas: ``{topic: schema name}``.
+        truncated: the file ended early (crash); everything before the damage is here.
+        error: what stopped the reader, if anything.
+        finished: the writer closed the file properly (summary and footer present).
+    """
+
+    path: str
+    metadata: dict[str, dict[str, Any]] = field(default_factory=dict)
+    messages: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    schemas: dict[str, str] = field(default_factory=dict)
+    truncated: bool = False
+    error: str = ""
+    finished: bool = False
+
+    def topic(self, name: str) -> list[dict[str, Any]]:
+        """Messages of one topic (empty list if none)."""
+        return self.messages.get(name, [])
+
+    def columns(self, topic: str) -> dict[str, np.ndarray]:
+        """A topic as columns: scalars become 1-D arrays, fixed-length lists 2-D (rows × k)."""
+        rows = self.topic(topic)
+        if not rows:
+            return {}
+        out: dict[str, np.ndarray] = {}
+        for key in rows[0]:
+            if key.startswith("_"):
+                continue
+            values = [r.get(key) for r in rows]
+            first = next((v for v in values if v is not None), None)
+            if isinstance(first, list):
+                width = max(len(v or ()) for v in values)
+                arr = np.full((len(values), width), np.nan)
+                for i, v in enumerate(values):
+                    if v:
+                        arr[i, : len(v)] = [np.nan if x is None else x for x in v]
+                out[key] = arr
+            elif isinstance(first, int | float) and not isinstance(first, bool):
+                out[key] = np.array([np.nan if v is None else v for v in values], dtype=float)
+                if key == "seq":
+                    out[key] = out[key].astype(np.int64)
+            else:
+                out[key] = np.array(values, dtype=object)
+        return out
+
+    def samples(self) -> Iterator[dict[str, Any]]:
+        """Per-cycle records: the four cycle topics joined on ``seq`` (fields of
+        :class:`CycleSample`); cycles missing from any topic are skipped."""
+        parts = [{m["seq"]: m for m in self.topic(t)} for t in CYCLE_TOPICS]
+        for seq in sorted(set(parts[0]).intersection(*parts[1:])):
+            row: dict[str, Any] = {}
+            for p in parts:
+                row.update({k: v for k, v in p[seq].items() if not k.startswith("_")})
+            yield row
+
+    def gaps(self) -> list[tuple[int, int]]:
+        """Missing cycle ranges ``(first missing seq, count)`` on ``/sensors``."""
+        seqs = [m["seq"] for m in self.topic("/sensors")]
+        return [(a + 1, b - a - 1) for a, b in itertools.pairwise(seqs) if b != a + 1]
+
+    def t0_wall(self) -> float | None:
+        """Unix time [s] of monotonic time zero per the ``clock`` anchor, if recorded."""
+        clock = self.metadata.get("clock")
+        if not clock:
+            return None
+        return (clock["wall_ns"] - clock["monotonic_ns"]) / 1e9
+
+
+def _decode_meta(data: dict[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in data.items():
+        try:
+            out[k] = json.loads(v)
+        except (json.JSONDecodeError, TypeError):
+            out[k] = v
+    return out
+
+
+def read_log(path: str | os.PathLike[str]) -> LogContents:
+    """Read every record of ``path`` that survived; never raises on a damaged file."""
+    contents = LogContents(path=os.fspath(path))
+    channels: dict[int, str] = {}
+    schemas: dict[int, str] = {}
+    with open(path, "rb") as f:
+        try:
+            for record in StreamReader(f, skip_magic=False, emit_chunks=False,
+                                       validate_crcs=True).records:
+                if isinstance(record, Message):
+                    topic = channels.get(record.channel_id)
+                    if topic is None:
+                        continue
+                    try:
+                        doc = json.loads(record.data)
+                    except json.JSONDecodeError:
+                        continue
+                    doc["_log_time"] = record.log_time
+                    doc["_sequence"] = record.sequence
+                    contents.messages.setdefault(topic, []).append(doc)
+                elif isinstance(record, Channel):
+                    channels[record.id] = record.topic
+                    contents.schemas[record.topic] = schemas.get(record.schema_id, "")
+                elif isinstance(record, Schema):
+                    schemas[record.id] = record.name
+                elif isinstance(record, Metadata):
+                    contents.metadata[record.name] = _decode_meta(dict(record.metadata))
+                elif type(record).__name__ == "Footer":
+                    contents.finished = True
+        except Exception as exc:  # truncated or corrupt tail: keep what came before
+            contents.truncated = True
+            contents.error = f"{type(exc).__name__}: {exc}"
+    if not contents.finished and not contents.truncated:
+        contents.truncated = True
+        contents.error = contents.error or "no footer: the writer did not finish the file"
+    return contents
+
+
+def summary(contents: LogContents) -> dict[str, Any]:
+    """What ``poise log info`` shows: span, counts, gaps, states, rates, provenance."""
+    sensors = contents.topic("/sensors")
+    info: dict[str, Any] = {
+        "path": contents.path, "finished": contents.finished, "truncated": contents.truncated,
+        "error": contents.error,
+        "messages": {t: len(m) for t, m in sorted(contents.messages.items())},
+    }
+    if sensors:
+        t = [m["t"] for m in sensors]
+        info["cycles"] = len(sensors)
+        info["first_seq"], info["last_seq"] = sensors[0]["seq"], sensors[-1]["seq"]
+        info["duration_s"] = t[-1] - t[0]
+        info["rate_hz"] = (len(t) - 1) / (t[-1] - t[0]) if t[-1] > t[0] else None
+        gaps = contents.gaps()
+        info["missing_cycles"] = sum(n for _, n in gaps)
+        info["gaps"] = gaps[:20]
+        t0 = contents.t0_wall()
+        if t0 is not None:
+            info["start_unix"] = t0 + t[0]
+    timing = contents.columns("/timing")
+    if timing:
+        for key in ("lateness_us", "compute_us", "latency_us"):
+            col = timing[key][np.isfinite(timing[key])]
+            if col.size:
+                info[key] = {"p50": float(np.percentile(col, 50)),
+                             "p99": float(np.percentile(col, 99)), "max": float(col.max())}
+    ik = contents.columns("/ik")
+    if ik:
+        err = ik["task_error"][np.isfinite(ik["task_error"])]
+        if err.size:
+            info["task_error_final"] = float(err[-1])
+    info["states"] = [(m["t"], m["from"], m["to"], m["cause"]) for m in contents.topic("/state")]
+    info["events"] = len(contents.topic("/events"))
+    info["param_changes"] = sum(1 for m in contents.topic("/params") if m["kind"] == "change")
+    info["metadata"] = contents.metadata
+    return info

@@ -1,0 +1,92 @@
+"""Attach telemetry to a running controller in one call (what ``poise run`` does).
+
+    telemetry = attach(controller)          # [mqtt] and [log] from controller.config
+    ...
+    telemetry.stop()                        # after controller.close()
+
+* MQTT (``[mqtt] enabled``, default on): a :class:`MqttBridge` to ``[mqtt] url``; with no url,
+  an :class:`EmbeddedBroker` on loopback (1883 if free, else any free port).
+* Experiment log (``[log] path``): a :class:`LogWriter` via :func:`controller_log`.
+
+Both start before the loop does, so the log holds the run from its first cycle.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from poise.telemetry.broker import EmbeddedBroker
+from poise.telemetry.log import LogWriter, controller_log
+from poise.telemetry.mqtt import MqttBridge, MqttConfig
+
+
+@dataclass
+class Telemetry:
+    """What :func:`attach` started; ``stop()`` ends all of it (log last, so it sees it all)."""
+
+    bridge: MqttBridge | None = None
+    broker: EmbeddedBroker | None = None
+    log: LogWriter | None = None
+    url: str | None = None
+
+    def stop(self) -> None:
+        if self.bridge is not None:
+            self.bridge.stop()
+        if self.broker is not None:
+            self.broker.stop()
+        if self.log is not None:
+            self.log.stop()
+
+
+def attach(controller: Any, *, mqtt: bool | None = None, url: str | None = None,
+           robot_id: str | None = None, log_path: str | None = None,
+           out: TextIO | None = sys.stderr) -> Telemetry:
+    """Start MQTT and the experiment log for ``controller`` (a ``poise.controller`` Controller).
+
+    Args:
+        mqtt: override ``[mqtt] enabled``.
+        url, robot_id: override ``[mqtt] url`` / ``robot_id`` (e.g. from ``--mqtt``,
+            ``--robot-id``).
+        log_path: override ``[log] path``.
+        out: where to print the broker address and log path (None: silent).
+    """
+    config = controller.config
+    telemetry = Telemetry()
+    try:
+        path = log_path or config.log.path
+        if path:
+            telemetry.log = controller_log(controller, path)
+            if out is not None:
+                print(f"poise run: logging to {path}", file=out)
+        enabled = config.mqtt.enabled if mqtt is None else mqtt
+        if enabled:
+            url = url or config.mqtt.url
+            if url is None:
+                telemetry.broker = EmbeddedBroker().start()
+                url = telemetry.broker.url
+                if out is not None:
+                    print(f"poise run: embedded MQTT broker on {url}", file=out)
+            mc = MqttConfig.from_settings(config.mqtt, url=url, robot_id=robot_id)
+            params = getattr(controller, "params", None)
+            telemetry.bridge = MqttBridge(
+                controller, controller.subscribe(), controller.events(), mc,
+                params=(lambda: controller.params.as_dict()) if hasattr(params, "as_dict")
+                else None,
+                model=controller.model.describe(), device=_device(config))
+            telemetry.bridge.start()
+            telemetry.url = mc.url
+            if out is not None:
+                print(f"poise run: MQTT on {mc.url} (topics poise/{mc.robot_id}/…)", file=out)
+    except BaseException:
+        telemetry.stop()
+        raise
+    return telemetry
+
+
+def _device(config: Any) -> str:
+    port = config.device.port
+    if port == "sim":
+        return f"sim:{config.device.sim_model or config.model.name}"
+    return str(port)

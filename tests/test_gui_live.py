@@ -1,0 +1,306 @@
+"""The dashboard live: a real Qt application (offscreen) on a real MQTT broker, against the
+stand-in robot (:mod:`poise.gui.standin`) and against the real service (``poise run`` with the
+virtual device, in its own process). No mocks: what the operator sees is what these check."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import getpass
+import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+from pytestqt.exceptions import TimeoutError as QtTimeout
+
+from poise.gui.app import application
+from poise.gui.client import MqttLink
+from poise.gui.standin import StandInService
+from poise.gui.window import DashboardWindow
+
+MOSQUITTO = shutil.which("mosquitto") or shutil.which("/usr/sbin/mosquitto")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _listening(port: int, timeout: float) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+class Broker:
+    """A private broker on a free loopback port: ``mosquitto`` when installed, else the embedded
+    broker of :mod:`poise.telemetry.broker`. ``kill()`` then ``start()`` reuses the port."""
+
+    def __init__(self, tmp: pathlib.Path) -> None:
+        self.port = _free_port()
+        self.tmp = tmp
+        self._proc: subprocess.Popen | None = None
+        self._embedded = None
+
+    @property
+    def url(self) -> str:
+        return f"mqtt://127.0.0.1:{self.port}"
+
+    def start(self) -> Broker:
+        if MOSQUITTO:
+            conf = self.tmp / f"mosquitto-{self.port}.conf"
+            # as root, mosquitto would otherwise switch to user "mosquitto"
+            conf.write_text(f"user {getpass.getuser()}\nlistener {self.port} 127.0.0.1\n"
+                            "allow_anonymous true\n")
+            self._proc = subprocess.Popen([MOSQUITTO, "-c", str(conf)],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        else:
+            from poise.telemetry.broker import EmbeddedBroker
+
+            self._embedded = EmbeddedBroker(self.port, mode="process").start()
+        assert _listening(self.port, 10), "the test broker did not start"
+        return self
+
+    def kill(self) -> None:
+        if self._proc is not None:
+            self._proc.send_signal(signal.SIGKILL)
+            self._proc.wait(5)
+            self._proc = None
+        if self._embedded is not None:
+            self._embedded.kill()
+            self._embedded.stop()
+            self._embedded = None
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    b = Broker(tmp_path_factory.mktemp("broker")).start()
+    yield b
+    b.kill()
+
+
+@pytest.fixture
+def robots(broker):
+    """``robots(model=...)`` starts a stand-in robot with a fresh id on the test broker."""
+    started: list[StandInService] = []
+
+    def start(model: str = "double_pendulum") -> StandInService:
+        service = StandInService(broker.url, f"gui-{uuid.uuid4().hex[:8]}", model=model).start()
+        started.append(service)
+        return service
+
+    yield start
+    for service in started:
+        service.stop()
+
+
+@pytest.fixture
+def dashboard(qtbot, broker):
+    """``dashboard(robot=None)``: a shown dashboard window with its MQTT link started."""
+    application()
+    windows: list[DashboardWindow] = []
+
+    def open_(robot: str | None = None) -> DashboardWindow:
+        link = MqttLink(broker.url, robot, max_backoff=1)
+        window = DashboardWindow(link, robot)
+        qtbot.addWidget(window)
+        link.start()
+        window.show()
+        qtbot.waitExposed(window)
+        windows.append(window)
+        return window
+
+    yield open_
+    for window in windows:
+        window.close()
+
+
+def samples(window: DashboardWindow) -> int:
+    return len(window.buffer) if window.buffer is not None else 0
+
+
+def test_curves_arm_and_plane_follow_a_publishing_robot(qtbot, robots, dashboard):
+    robot = robots()
+    window = dashboard(robot.robot)
+    qtbot.waitUntil(lambda: samples(window) > 100, timeout=5000)
+    qtbot.waitUntil(lambda: window.plane.data is not None, timeout=5000)
+    window.frame()
+    assert all(len(c.item.getOriginalDataset()[0]) > 50 for c in window.curves.curves)
+    assert len(window.curves.curves) == 12
+    assert window.arm.model is not None and window.arm.model.name == "double_pendulum"
+    assert len(window.arm.arm.getData()[0]) > 0  # the arm is drawn from q
+    assert window.plane.isVisible() and window.plane.data.E_stable
+    assert "running" in window.controls.state_label.text()
+    assert window.controls.robots.currentData() == robot.robot
+    assert "connected" in window.controls.broker_label.text()
+
+
+def test_every_command_shows_whether_it_was_accepted_or_why_refused(qtbot, robots, dashboard):
+    robot = robots()
+    window = dashboard(robot.robot)
+    qtbot.waitUntil(lambda: samples(window) > 0, timeout=5000)
+    window.controls.mode.setCurrentText("fb")
+    window.controls.mode.activated.emit(window.controls.mode.currentIndex())
+    qtbot.waitUntil(lambda: len(window.answers) == 1, timeout=3000)
+    assert window.answers[0]["accepted"] and "accepted" in window.controls.answer.text()
+    window.controls.gains["gamma"].setValue(500.0)
+    qtbot.mouseClick(window.controls.apply_gains, _left())
+    qtbot.waitUntil(lambda: len(window.answers) == 2, timeout=3000)
+    assert not window.answers[1]["accepted"]
+    assert "gamma must be in (0, 100]" in window.controls.answer.text()
+    assert window.controls.log.count() >= 2
+
+
+def test_robot_selector_switches_robots(qtbot, robots, dashboard):
+    first, second = robots("double_pendulum"), robots("tendon_3link")
+    window = dashboard(first.robot)
+    combo = window.controls.robots
+    qtbot.waitUntil(lambda: combo.findData(second.robot) >= 0 and samples(window) > 0,
+                    timeout=5000)
+    assert window.buffer.layout.n == 2
+    combo.setCurrentIndex(combo.findData(second.robot))
+    combo.activated.emit(combo.currentIndex())
+    qtbot.waitUntil(lambda: samples(window) > 0 and window.buffer.layout.n == 3, timeout=5000)
+    assert window.link.robot == second.robot
+    assert window.plane.isHidden()  # three coordinates: no configuration plane
+    qtbot.waitUntil(lambda: window.arm.model is not None
+                    and window.arm.model.name == "tendon_3link", timeout=3000)
+
+
+def test_reconnects_by_itself_after_the_broker_restarts(qtbot, broker, robots, dashboard):
+    robot = robots()
+    window = dashboard(robot.robot)
+    qtbot.waitUntil(lambda: samples(window) > 0, timeout=5000)
+    broker.kill()
+    qtbot.waitUntil(lambda: not window.link.connected, timeout=5000)
+    assert window.send("mode", "fb") is None  # refused locally, and said so
+    assert "not sent" in window.controls.answer.text()
+    broker.start()
+    qtbot.waitUntil(lambda: window.link.connected, timeout=10_000)
+    total = window.buffer.samples
+    qtbot.waitUntil(lambda: window.buffer is not None and window.buffer.samples > total + 20,
+                    timeout=10_000)
+    assert "connected" in window.controls.broker_label.text()
+
+
+def test_screenshot_command_saves_a_picture_of_the_window(robots, broker, tmp_path):
+    robot = robots()
+    out = tmp_path / "dash.png"
+    proc = subprocess.run(
+        [sys.executable, "-m", "poise", "dashboard", "--mqtt", broker.url, "--robot",
+         robot.robot, "--screenshot", str(out), "--after", "2", "--size", "1200x800"],
+        capture_output=True, text=True, timeout=60,
+        env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
+    assert proc.returncode == 0, proc.stderr
+    from PySide6 import QtGui
+
+    image = QtGui.QImage(str(out))
+    assert (image.width(), image.height()) == (1200, 800)
+
+
+def _left():
+    from PySide6 import QtCore
+
+    return QtCore.Qt.MouseButton.LeftButton
+
+
+# --------------------------------------------------------------------- the real service
+
+
+#: The service as an operator runs it, in its own process: the Controller API with the virtual
+#: device (double pendulum, Algorithm 1, target 0.5) and the MQTT bridge. Unlike the timed
+#: ``poise run`` demo it stays up after an e-stop, so the latch and the refusals can be seen.
+SERVICE = """
+import sys, threading
+from poise.controller.config import load_config
+from poise.controller.loop import Controller
+from poise.telemetry.mqtt import MqttBridge, MqttConfig
+url, robot = sys.argv[1], sys.argv[2]
+config = load_config(None, {"mqtt.url": (url, "test"), "mqtt.robot_id": (robot, "test"),
+                            "algorithm.target": ([0.5], "test")})
+controller = Controller(config)
+bridge = MqttBridge(controller, controller.subscribe(), controller.events(),
+                    MqttConfig.from_settings(config.mqtt, url=url),
+                    params=lambda: controller.params.as_dict(),
+                    model=controller.model.describe(), device=config.device.port).start()
+print("start:", controller.start("test start"), flush=True)
+try:
+    sys.stdin.read()  # until the test closes our stdin
+finally:
+    controller.close()
+    bridge.stop()
+"""
+
+
+@pytest.fixture
+def service(broker, tmp_path):
+    """The real service on the test broker (see :data:`SERVICE`): ``(robot_id, log_path)``."""
+    robot = f"svc-{uuid.uuid4().hex[:8]}"
+    log = tmp_path / "service.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-c", SERVICE, broker.url, robot],
+                                stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT)
+    yield robot, log
+    proc.stdin.close()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+
+
+def test_against_the_service_drag_moves_the_arm_and_estop_latches(qtbot, dashboard, service):
+    from test_gui import drag
+
+    robot, log = service
+    window = dashboard(robot)
+    try:  # generous bound: a loaded 2-core machine can take long to start the service
+        qtbot.waitUntil(lambda: samples(window) > 50 and window.arm.handle is not None
+                        and "running" in window.controls.state_label.text(), timeout=45_000)
+    except QtTimeout as exc:
+        pytest.fail(f"the service never streamed ({exc}): {log.read_text()[-2000:]}")
+    # curves receive the service's telemetry
+    window.frame()
+    assert all(len(c.item.getOriginalDataset()[0]) > 10 for c in window.curves.curves)
+    model = window.arm.model
+    assert window.arm.target() == [pytest.approx(0.5)]
+
+    # drag the target from x̄ = 0.5 to ≈ 0.3 with the mouse
+    drag(qtbot, window.arm, window.arm.handle_scene_pos(), dx_view=-0.2)
+    qtbot.waitUntil(lambda: len(window.answers) == 1, timeout=10_000)
+    answer = window.answers[0]
+    assert answer["command"] == "target" and answer["accepted"], answer
+    goal = window.arm.target()[0]
+    assert goal == pytest.approx(0.3, abs=0.03)
+
+    def tip_error() -> float:
+        q = window.buffer.latest("q")
+        return abs(float(model.fk(q)[0]) - goal)
+
+    start_error = abs(0.5 - goal)
+    qtbot.waitUntil(lambda: tip_error() < 0.25 * start_error, timeout=30_000)
+
+    # the e-stop latches the service; commands are then refused with the reason
+    qtbot.mouseClick(window.controls.estop, _left())
+    qtbot.waitUntil(lambda: len(window.answers) == 2, timeout=5000)
+    assert window.answers[1]["command"] == "estop" and window.answers[1]["accepted"]
+    qtbot.waitUntil(lambda: "estop" in window.controls.state_label.text(), timeout=5000)
+    window.send("target", [0.4])
+    qtbot.waitUntil(lambda: len(window.answers) == 3, timeout=5000)
+    refused = window.answers[2]
+    assert not refused["accepted"] and refused["reason"]
+    assert "refused" in window.controls.answer.text()
