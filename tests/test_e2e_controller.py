@@ -190,14 +190,18 @@ def test_estop_latches_until_clear(sim_device):
         assert ("running", "estop") in transitions and ("estop", "ready") in transitions
 
 
-def test_poise_run_json_summary_through_the_cli():
+def test_poise_run_json_summary_through_the_cli(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "poise", "run", "--no-mqtt", "--duration", "2",
-         "--json-summary", "--quiet"], capture_output=True, text=True, timeout=60)
+         "--json-summary", "--quiet"], capture_output=True, text=True, timeout=60,
+        cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     s = json.loads(out.stdout)
     for key in ("reached", "task_error", "statics_residual", "state", "timing"):
         assert key in s
+    # Every run is logged: runs/<model>-<time>.mcap in the working directory by default.
+    logs = list((tmp_path / "runs").glob("double_pendulum-*.mcap"))
+    assert len(logs) == 1 and logs[0].stat().st_size > 0
     assert s["state"] == "running" and s["model"] == "double_pendulum"
     lat = s["timing"]["latency_us"]
     assert all(math.isfinite(lat[p]) for p in ("p50", "p99", "p99.9"))

@@ -116,7 +116,15 @@ class LinkDevice:
                 "schema_checksum": f"0x{d.schema_checksum:08x}",
                 "channels": [c.name for c in d.channels]}
 
+    #: Device watchdog during the routine [ms]: the excitation is quasi-static (each pose is
+    #: held until it settles), so a host stall of a few hundred ms must not abort it; the
+    #: device still drops to its safe state if the host goes away for longer.
+    WATCHDOG_MS = 500
+
     def arm(self) -> None:
+        ack = self.link.configure(msg.ConfigKey.WATCHDOG_MS, float(self.WATCHDOG_MS))
+        if not ack.ok:
+            raise DeviceStopped("fault", f"the device refused a {self.WATCHDOG_MS} ms watchdog")
         ack = self.link.arm()
         if not ack.ok:
             code = msg.ErrorCode(ack.code).name if ack.code in iter(msg.ErrorCode) else ack.code

@@ -488,7 +488,10 @@ class SerialLink:
             return seq, frame
         try:
             ser.write(frame)
-        except (serial.SerialException, OSError):
+        except (serial.SerialException, OSError, TypeError, AttributeError):
+            # TypeError/AttributeError: the reader thread closed the port under us (unplug);
+            # pyserial then selects on a None file descriptor. The frame is lost like on a
+            # real unplugged wire; the reader reconnects.
             self.core.stats.tx_dropped += 1
         return seq, frame
 
