@@ -485,10 +485,13 @@ def test_random_planar_trees_round_trip_and_have_consistent_derivatives(data):
 def test_fused_statics_terms_equal_separate_calls(name):
     model = load_model(name)
     rng = np.random.default_rng(3)
-    for _ in range(5):
-        q = rng.normal(size=model.n)
+    # Random shapes, one just inside the series' range (|θ| ≤ 2π) and one beyond it.
+    qs = [rng.normal(size=model.n) for _ in range(5)]
+    qs += [np.full(model.n, 6.28), np.array([7.0, -0.5, 0.2, 0.0, 1e-9])]
+    for q in qs:
         x, jac, g, dg = model.statics_terms(q)
-        np.testing.assert_array_equal(x, model.fk(q))
-        np.testing.assert_array_equal(jac, model.task_jacobian(q))
-        np.testing.assert_allclose(g, model.G(q), rtol=0, atol=1e-15)
-        np.testing.assert_allclose(dg, model.dG(q), rtol=0, atol=1e-15)
+        # Equal to rounding: the fused path sums a power series, the separate calls use f_d.
+        np.testing.assert_allclose(x, model.fk(q), rtol=0, atol=1e-14)
+        np.testing.assert_allclose(jac, model.task_jacobian(q), rtol=0, atol=1e-14)
+        np.testing.assert_allclose(g, model.G(q), rtol=0, atol=1e-13)
+        np.testing.assert_allclose(dg, model.dG(q), rtol=0, atol=1e-13)

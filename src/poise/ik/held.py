@@ -301,7 +301,8 @@ def algorithm2_rates(
 ) -> FloatArray:
     """Rates ``(q̇a, q̇u)`` of Algorithm 2 that make ``ḟ = ΓZ ex`` and ``Ġu = ΓE eE``.
 
-    ``form="projector"`` evaluates the pseudocode of seed 000 literally::
+    ``form="projector"`` evaluates the pseudocode of seed 000 (the projectors applied to their
+    vectors, ``PE v`` and ``PZ u``, rather than formed as matrices)::
 
         PE = [I; −Huu⁻¹Hua] (I − Ja⁻¹Ju Huu⁻¹Hua)⁻¹
         PZ = [−Ja⁻¹Ju; I] (I − Huu⁻¹Hua Ja⁻¹Ju)⁻¹
@@ -322,16 +323,20 @@ def algorithm2_rates(
         if stacked.shape[0] == stacked.shape[1] and damping == 0.0:
             return np.linalg.solve(stacked, rhs)
         return damped_pinv(stacked, damping) @ rhs
-    if b.Ja.shape[0] == m and damping == 0.0:
-        ja_inv = np.linalg.inv(b.Ja)
-    else:
-        ja_inv = damped_pinv(b.Ja, damping)
-    huu_inv_hua = np.linalg.solve(b.Huu, b.Hua)
-    ja_inv_ju = ja_inv @ b.Ju
     n_u = b.Huu.shape[0]
-    pe = np.vstack([np.eye(m), -huu_inv_hua]) @ np.linalg.inv(np.eye(m) - ja_inv_ju @ huu_inv_hua)
-    pz = np.vstack([-ja_inv_ju, np.eye(n_u)]) @ np.linalg.inv(np.eye(n_u) - huu_inv_hua @ ja_inv_ju)
-    return pe @ (ja_inv @ gz) + pz @ np.linalg.solve(b.Huu, ge)
+    # Ja⁻¹ [Ju | ΓZ ex] and Huu⁻¹ [Hua | ΓE eE], one factorisation each.
+    if b.Ja.shape[0] == m and damping == 0.0:
+        ja_solved = np.linalg.solve(b.Ja, np.column_stack([b.Ju, gz]))
+    else:
+        ja_solved = damped_pinv(b.Ja, damping) @ np.column_stack([b.Ju, gz])
+    huu_solved = np.linalg.solve(b.Huu, np.column_stack([b.Hua, ge]))
+    ja_inv_ju, ja_inv_gz = ja_solved[:, :n_u], ja_solved[:, n_u]
+    huu_inv_hua, huu_inv_ge = huu_solved[:, :m], huu_solved[:, m]
+    # PE v = [I; −Huu⁻¹Hua] w with (I − Ja⁻¹Ju Huu⁻¹Hua) w = v, v = Ja⁻¹ ΓZ ex;
+    # PZ u = [−Ja⁻¹Ju; I] z with (I − Huu⁻¹Hua Ja⁻¹Ju) z = u, u = Huu⁻¹ ΓE eE.
+    w = np.linalg.solve(np.eye(m) - ja_inv_ju @ huu_inv_hua, ja_inv_gz)
+    z = np.linalg.solve(np.eye(n_u) - huu_inv_hua @ ja_inv_ju, huu_inv_ge)
+    return np.concatenate([w - ja_inv_ju @ z, z - huu_inv_hua @ w])
 
 
 def algorithm2(

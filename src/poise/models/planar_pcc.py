@@ -295,7 +295,17 @@ class PlanarPCC:
         Equal to :meth:`fk`, :meth:`task_jacobian`, :meth:`G` and :meth:`dG`, but the segment
         terms of the mass points and the tip are evaluated together, once.
         """
-        T, D, D2 = self._terms(q, self._frac_statics, 2)
+        if np.abs(q).max() > _DYN_THETA_MAX:
+            T, D, D2 = self._terms(q, self._frac_statics, 2)
+        else:  # the power series of dynamics_terms, for the mass points and the tip
+            tables = self.__dict__.get("_statics")
+            if tables is None:
+                tables = self.__dict__["_statics"] = self._dynamics_tables(self._frac_statics)
+            coef, index, rot0, psi_i = tables[:4]
+            X = (np.vander(q, _DYN_TERMS, increasing=True) @ coef).ravel()[index] \
+                * (rot0 * np.exp(psi_i @ q))
+            n = self.n
+            T, D, D2 = X[:, :n], X[:, n:2 * n], X[:, 2 * n:]
         tip_T, tip_J = T[-1], 1j * (T[-1] @ self.strict_lower) + D[-1]
         T, D, D2 = T[:-1], D[:-1], D2[:-1]
         x = self.base + tip_T.sum()
@@ -308,11 +318,12 @@ class PlanarPCC:
         dG = self.gravity * hess.imag + np.diag(self.stiffness)
         return (np.array([x.real, x.imag]), np.stack([tip_J.real, tip_J.imag]), G, dG)
 
-    def _dynamics_tables(self) -> tuple[np.ndarray, ...]:
+    def _dynamics_tables(self, fractions: _Fractions | None = None) -> tuple[np.ndarray, ...]:
         """Constant tables of :meth:`dynamics_terms`: series coefficients (K, 3U), gather index
         (points, 3n), ``L e^{iψ_base}`` and ``i·strict_lower`` per column of ``X``, the bilinear
-        maps ``B1, B2`` of the point accelerations, ``g m`` and ``m`` as a column."""
-        _, values, flat = self._frac_mass
+        maps ``B1, B2`` of the point accelerations, ``g m`` and ``m`` as a column. The first
+        four also serve :meth:`statics_terms` for the point set ``fractions``."""
+        _, values, flat = self._frac_mass if fractions is None else fractions
         n, U = self.n, values.size
         j = np.arange(_DYN_TERMS)[:, None]
         fact = np.array([math.factorial(int(i)) for i in j[:, 0]], dtype=float)[:, None]
