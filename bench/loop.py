@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
+import tempfile
 
 from poise.controller import benchmark
+from poise.telemetry.service import bench_attach
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,10 +21,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=60.0, help="measured seconds per rate")
     parser.add_argument("--rates", type=float, nargs="+", default=[500.0, 1000.0])
     parser.add_argument("--pacing", choices=("device", "host"), default="device")
+    parser.add_argument("--no-telemetry", action="store_true",
+                        help="measure without MQTT telemetry and the MCAP log")
     parser.add_argument("--json", type=pathlib.Path,
                         default=pathlib.Path(__file__).parent / "results" / "loop.json")
     args = parser.parse_args(argv)
-    result = benchmark.run(args.seconds, tuple(args.rates), pacing=args.pacing)
+    with tempfile.TemporaryDirectory() as logs:
+        attach = None if args.no_telemetry else bench_attach(logs)
+        result = benchmark.run(args.seconds, tuple(args.rates), pacing=args.pacing,
+                               attach=attach)
     print(benchmark.table(result))
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(result, indent=1) + "\n")

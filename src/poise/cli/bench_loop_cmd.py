@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
+import tempfile
 
 
 def register(commands, groups) -> None:
@@ -13,6 +14,8 @@ def register(commands, groups) -> None:
     p.add_argument("--seconds", type=float, default=60.0, help="measured seconds per rate")
     p.add_argument("--rates", type=float, nargs="+", default=[500.0, 1000.0], metavar="HZ")
     p.add_argument("--pacing", choices=("device", "host"), default="device")
+    p.add_argument("--no-telemetry", action="store_true",
+                   help="measure without MQTT telemetry and the MCAP log")
     p.add_argument("--json", nargs="?", const="-", metavar="PATH",
                    help="write JSON to PATH (or to stdout without PATH)")
     p.set_defaults(func=run)
@@ -20,8 +23,12 @@ def register(commands, groups) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from poise.controller import benchmark
+    from poise.telemetry.service import bench_attach
 
-    result = benchmark.run(args.seconds, tuple(args.rates), pacing=args.pacing)
+    with tempfile.TemporaryDirectory() as logs:
+        attach = None if args.no_telemetry else bench_attach(logs)
+        result = benchmark.run(args.seconds, tuple(args.rates), pacing=args.pacing,
+                               attach=attach)
     if args.json == "-":
         print(json.dumps(result, indent=1))
         return 0

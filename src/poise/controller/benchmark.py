@@ -1,7 +1,9 @@
 """Control-loop benchmark: the controller against the virtual device (a separate process).
 
 For each rate (default 500 Hz and 1 kHz): spawn ``poise device sim``, run the controller
-(Algorithm 1, feedback mode, device pacing, no MQTT) for ``seconds``, and report lateness,
+(Algorithm 1, feedback mode, device pacing; with telemetry and the experiment log when the
+caller passes ``attach``, e.g. :func:`poise.telemetry.service.bench_attach`) for ``seconds``,
+and report lateness,
 compute time and sensor-frame-to-setpoint latency percentiles [µs] and missed cycles. The goal
 at 1 kHz is p99 latency ≤ 1 ms and ≤ 0.1 % missed cycles. The machine's load average is
 recorded with the results: on a shared machine it dominates the tail.
@@ -12,13 +14,17 @@ from __future__ import annotations
 import os
 import platform
 import time
+from collections.abc import Callable
 from typing import Any
+
+#: ``attach(controller) -> object with stop()``: starts telemetry/logging for a run.
+Attach = Callable[[Any], Any]
 
 GOAL = {"rate_hz": 1000, "latency_p99_us": 1000.0, "missed_pct": 0.1}
 
 
 def run_one(model: str, rate: float, seconds: float, target: list[float],
-            pacing: str = "device") -> dict[str, Any]:
+            pacing: str = "device", attach: Attach | None = None) -> dict[str, Any]:
     """One run; returns the timing summary plus the run's outcome."""
     from poise.controller.config import load_config
     from poise.controller.loop import Controller
@@ -27,19 +33,27 @@ def run_one(model: str, rate: float, seconds: float, target: list[float],
             "algorithm.target": (target, "bench"), "mqtt.enabled": (False, "bench"),
             "loop.pacing": (pacing, "bench"), "limits.qa_rate": ([0.05], "bench")}
     load0 = os.getloadavg()[0]
-    with Controller(load_config(None, over)) as ctl:
-        resp = ctl.start("bench")
-        if not resp.accepted:
-            raise RuntimeError(f"controller did not start: {resp.reason}")
-        time.sleep(1.0)  # settle the transient, then measure a clean window
-        ctl.timing_stats.reset()
-        time.sleep(seconds)
-        s = ctl.summary()
+    extras = None
+    try:
+        with Controller(load_config(None, over)) as ctl:
+            extras = attach(ctl) if attach is not None else None
+            resp = ctl.start("bench")
+            if not resp.accepted:
+                raise RuntimeError(f"controller did not start: {resp.reason}")
+            time.sleep(1.0)  # settle the transient, then measure a clean window
+            ctl.timing_stats.reset()
+            time.sleep(seconds)
+            s = ctl.summary()
+    finally:
+        if extras is not None:
+            extras.stop()
     t = s["timing"]
     return {
         "model": model, "rate_hz": rate, "pacing": pacing, "seconds": seconds,
         "state": s["state"], "task_error": s["task_error"],
+        "telemetry": attach is not None,
         "cycles": t["cycles"], "missed": t["missed"], "missed_pct": t["missed_pct"],
+        "coalesced": t["coalesced"],
         "overruns": t["overruns"], "lateness_us": t["lateness_us"],
         "compute_us": t["compute_us"], "latency_us": t["latency_us"],
         "period_us": t["period_us"], "loadavg_before": round(load0, 2),
@@ -49,9 +63,9 @@ def run_one(model: str, rate: float, seconds: float, target: list[float],
 
 def run(seconds: float = 60.0, rates: tuple[float, ...] = (500.0, 1000.0),
         model: str = "double_pendulum", target: tuple[float, ...] = (0.5,),
-        pacing: str = "device") -> dict[str, Any]:
+        pacing: str = "device", attach: Attach | None = None) -> dict[str, Any]:
     """All rates; JSON-ready."""
-    runs = [run_one(model, r, seconds, list(target), pacing) for r in rates]
+    runs = [run_one(model, r, seconds, list(target), pacing, attach) for r in rates]
     return {"benchmark": "loop", "goal": GOAL, "runs": runs,
             "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                         "platform": platform.platform()}}
@@ -59,14 +73,19 @@ def run(seconds: float = 60.0, rates: tuple[float, ...] = (500.0, 1000.0),
 
 def table(result: dict[str, Any]) -> str:
     """Human-readable table."""
-    head = (f"{'rate':>6} {'cycles':>7} {'missed':>8} {'lat p50':>8} {'p99':>7} {'p99.9':>7} "
+    head = (f"{'rate':>6} {'cycles':>7} {'missed':>8} {'coal.':>6} {'lat p50':>8} {'p99':>7} "
+            f"{'p99.9':>7} "
             f"{'late p50':>9} {'p99':>7} {'p99.9':>7} {'comp p50':>9} {'load':>5}")
-    lines = ["control loop vs virtual device (µs; latency = sensor frame → setpoint)", head]
+    tele = "with MQTT telemetry and MCAP logging" if result["runs"] and \
+        result["runs"][0]["telemetry"] else "without telemetry or logging"
+    lines = [f"control loop vs virtual device, {tele} (µs; latency = sensor frame → "
+             "setpoint; coal. = device bursts, not missed)", head]
     for r in result["runs"]:
         lat, late, comp = r["latency_us"], r["lateness_us"], r["compute_us"]
         lines.append(
             f"{r['rate_hz']:>6.0f} {r['cycles']:>7} {r['missed_pct']:>7.3f}% "
-            f"{lat['p50']:>8.0f} {lat['p99']:>7.0f} {lat['p99.9']:>7.0f} {late['p50']:>9.0f} "
+            f"{r['coalesced']:>6} {lat['p50']:>8.0f} {lat['p99']:>7.0f} {lat['p99.9']:>7.0f} "
+            f"{late['p50']:>9.0f} "
             f"{late['p99']:>7.0f} {late['p99.9']:>7.0f} {comp['p50']:>9.0f} "
             f"{r['loadavg_before']:>5.1f}  {r['state']}")
     g = result["goal"]

@@ -491,6 +491,7 @@ class Controller:
     def _run_device_paced(self) -> None:
         hold_after = self.config.limits.sensor_hold
         prev: float | None = None
+        busy_until = -math.inf  # perf_counter when the last cycle finished
         while not self._quit.is_set():
             link = self.link
             if link is None:
@@ -500,18 +501,26 @@ class Controller:
             except DeviceTimeoutError:
                 self._no_frame(time.perf_counter() - self._last_frame_time)
                 continue
-            skipped = 0
-            while True:  # fell behind: answer the newest frame only
+            missed = coalesced = 0
+            while True:  # answer the newest frame only
+                older = sample
                 try:
                     sample = link.next_sensors(timeout=0)
-                    skipped += 1
                 except DeviceTimeoutError:
                     break
+                # Skipped: missed if it arrived while the previous cycle was still running
+                # (the host fell behind), coalesced if the loop was idle (a device burst).
+                if older.host_time < busy_until:
+                    missed += 1
+                else:
+                    coalesced += 1
             t0 = time.perf_counter()
             period = self.period if prev is None else sample.host_time - prev
             prev = sample.host_time
-            self.timing_stats.missed += skipped
+            self.timing_stats.missed += missed
+            self.timing_stats.coalesced += coalesced
             self._cycle(sample, t0, t0 - sample.host_time, period)
+            busy_until = time.perf_counter()
 
     def _run_host_paced(self) -> None:
         hold_after = self.config.limits.sensor_hold

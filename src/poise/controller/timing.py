@@ -13,9 +13,12 @@ Quantities, all in microseconds:
 * ``compute``: from the start of the cycle to the setpoint written;
 * ``latency``: from the arrival of the sensor frame used to the setpoint written.
 
-Counters: ``cycles``; ``missed`` (device pacing: frames that arrived but were skipped because
-a newer one was already waiting; host pacing: deadlines slept through); ``overruns`` (cycles
-whose latency exceeded one period).
+Counters: ``cycles``; ``missed`` (device pacing: frames that arrived while the loop was still
+busy with an earlier cycle and were skipped because a newer one was waiting — the host was too
+slow; host pacing: deadlines slept through); ``coalesced`` (device pacing: frames that arrived
+while the loop was idle but were superseded by a newer frame before it woke — the device sent
+a burst, e.g. its own pacing jittered; not the host's fault, reported apart); ``overruns``
+(cycles whose latency exceeded one period).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ class TimingStats:
         self._i = 0
         self.cycles = 0
         self.missed = 0
+        self.coalesced = 0
         self.overruns = 0
         self._lock = threading.Lock()
 
@@ -63,7 +67,7 @@ class TimingStats:
         with self._lock:
             self._ring.fill(np.nan)
             self._i = 0
-            self.cycles = self.missed = self.overruns = 0
+            self.cycles = self.missed = self.coalesced = self.overruns = 0
 
     def summary(self) -> dict[str, object]:
         """``{quantity: {p50, p90, p99, p99.9, max}, cycles, missed, overruns, missed_pct}``."""
@@ -79,7 +83,8 @@ class TimingStats:
             else:
                 out[name] = dict.fromkeys(PERCENTILES)
         total = self.cycles + self.missed
-        out.update(cycles=self.cycles, missed=self.missed, overruns=self.overruns,
+        out.update(cycles=self.cycles, missed=self.missed, coalesced=self.coalesced,
+                   overruns=self.overruns,
                    missed_pct=round(100.0 * self.missed / total, 4) if total else 0.0,
                    window=min(self.cycles, self.size))
         return out

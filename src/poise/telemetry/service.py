@@ -14,6 +14,7 @@ Both start before the loop does, so the log holds the run from its first cycle.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -90,3 +91,15 @@ def _device(config: Any) -> str:
     if port == "sim":
         return f"sim:{config.device.sim_model or config.model.name}"
     return str(port)
+
+
+def bench_attach(log_dir: str) -> Callable[[Any], Telemetry]:
+    """For benchmarks: an ``attach(controller)`` that starts an embedded broker, the MQTT
+    bridge and an MCAP log in ``log_dir`` (the benchmark measures the loop with them on)."""
+    counter = iter(range(1_000_000))
+
+    def start(controller: Any) -> Telemetry:
+        path = f"{log_dir}/bench-{next(counter)}.mcap"
+        return attach(controller, mqtt=True, url=None, log_path=path, out=None)
+
+    return start
