@@ -86,6 +86,16 @@ def _start(model: MechanicalModel, q0: ArrayLike | None) -> FloatArray:
     return as_vector(q0, model.n, "start configuration q0")
 
 
+def _begin(
+    model: MechanicalModel, target: ArrayLike, q0: ArrayLike | None, record_path: bool,
+) -> tuple[float, FloatArray, FloatArray, list[float], list[FloatArray] | None]:
+    """Start a solve: clock, validated target and start, empty history, path (if recorded)."""
+    t0 = time.perf_counter()
+    checked = _check_target(model, target)
+    q = _start(model, q0)
+    return t0, checked, q, [], ([q] if record_path else None)
+
+
 @dataclass(frozen=True)
 class HeldOptions:
     """Stopping rules shared by the held-configuration solvers.
@@ -368,11 +378,7 @@ def algorithm2(
     explicit step would otherwise leave the region where the linearisation holds.
     """
     options = options or HeldOptions()
-    t0 = time.perf_counter()
-    target = _check_target(model, target)
-    q = _start(model, q0)
-    history: list[float] = []
-    path = [q] if record_path else None
+    t0, target, q, history, path = _begin(model, target, q0, record_path)
     status = Status.ITERATION_CAP
     sigma = math.nan
     iterations = 0
@@ -444,11 +450,7 @@ def plain(
     general ``‖G_u‖ ≠ 0``: released (actuators locked, statics solved) the robot sags away.
     """
     options = options or HeldOptions()
-    t0 = time.perf_counter()
-    target = _check_target(model, target)
-    q = _start(model, q0)
-    history: list[float] = []
-    path = [q] if record_path else None
+    t0, target, q, history, path = _begin(model, target, q0, record_path)
     status = Status.ITERATION_CAP
     sigma = math.nan
     iterations = 0
