@@ -8,9 +8,10 @@ Usage: ``python bench/dashboard.py [--points N] [--frames N] [--json PATH]`` (sa
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import pathlib
+
+from poise.cli.benchout import emit
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
@@ -26,11 +27,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="write the results here")
     args = parser.parse_args(argv)
     result = bench.run(points=args.points, frames=args.frames)
-    print(bench.table(result))
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"wrote {args.json}")
-    return 0
+    return emit(result, bench.table(result), args.json)
 
 
 if __name__ == "__main__":

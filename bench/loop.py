@@ -8,10 +8,10 @@ writes JSON (default ``bench/results/loop.json``).
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
 import tempfile
 
+from poise.cli.benchout import emit
 from poise.controller import benchmark
 from poise.telemetry.service import bench_attach
 
@@ -30,11 +30,7 @@ def main(argv: list[str] | None = None) -> int:
         attach = None if args.no_telemetry else bench_attach(logs)
         result = benchmark.run(args.seconds, tuple(args.rates), pacing=args.pacing,
                                attach=attach)
-    print(benchmark.table(result))
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"wrote {args.json}")
-    return 0
+    return emit(result, benchmark.table(result), args.json)
 
 
 if __name__ == "__main__":

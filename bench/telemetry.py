@@ -8,9 +8,9 @@ Usage: ``python bench/telemetry.py [--seconds S] [--quick] [--json PATH]`` (same
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
 
+from poise.cli.benchout import emit
 from poise.telemetry import benchmark
 
 DEFAULT_JSON = pathlib.Path(__file__).parent / "results" / "telemetry.json"
@@ -24,11 +24,7 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"write the results here (default {DEFAULT_JSON})")
     args = parser.parse_args(argv)
     result = benchmark.run(args.seconds, args.quick)
-    print(benchmark.table(result))
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"wrote {args.json}")
-    return 0
+    return emit(result, benchmark.table(result), args.json)
 
 
 if __name__ == "__main__":

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import pathlib
+
+from poise.cli.benchout import add_json_option, emit
 
 
 def register(commands, groups) -> None:
@@ -13,8 +13,7 @@ def register(commands, groups) -> None:
         "dashboard", help="dashboard frame time (12 curves × 5,000 points vs an empty frame)")
     p.add_argument("--points", type=int, default=5000, help="samples per curve (default 5000)")
     p.add_argument("--frames", type=int, default=150, help="measured frames per case")
-    p.add_argument("--json", nargs="?", const="-", metavar="PATH",
-                   help="write JSON to PATH (or to stdout without PATH)")
+    add_json_option(p)
     p.set_defaults(func=run)
 
 
@@ -23,11 +22,4 @@ def run(args: argparse.Namespace) -> int:
     from poise.gui import bench
 
     result = bench.run(points=args.points, frames=args.frames)
-    if args.json == "-":
-        print(json.dumps(result, indent=1))
-        return 0
-    print(bench.table(result))
-    if args.json:
-        pathlib.Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
-        print(f"wrote {args.json}")
-    return 0
+    return emit(result, bench.table(result), args.json)

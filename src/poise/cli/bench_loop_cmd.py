@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
-import pathlib
 import tempfile
+
+from poise.cli.benchout import add_json_option, emit
 
 
 def register(commands, groups) -> None:
@@ -16,8 +16,7 @@ def register(commands, groups) -> None:
     p.add_argument("--pacing", choices=("device", "host"), default="device")
     p.add_argument("--no-telemetry", action="store_true",
                    help="measure without MQTT telemetry and the MCAP log")
-    p.add_argument("--json", nargs="?", const="-", metavar="PATH",
-                   help="write JSON to PATH (or to stdout without PATH)")
+    add_json_option(p)
     p.set_defaults(func=run)
 
 
@@ -29,11 +28,4 @@ def run(args: argparse.Namespace) -> int:
         attach = None if args.no_telemetry else bench_attach(logs)
         result = benchmark.run(args.seconds, tuple(args.rates), pacing=args.pacing,
                                attach=attach)
-    if args.json == "-":
-        print(json.dumps(result, indent=1))
-        return 0
-    print(benchmark.table(result))
-    if args.json:
-        pathlib.Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
-        print(f"wrote {args.json}")
-    return 0
+    return emit(result, benchmark.table(result), args.json)
