@@ -348,3 +348,15 @@ def test_cc3d_models_implement_pose_model_protocol_and_broadcast():
     q = np.random.default_rng(1).uniform(-2, 2, (5, 6))
     np.testing.assert_array_equal(model.pose(q)[2], model.pose(q[2]))
     assert model.spatial_jacobian(q, with_length=True).shape == (5, 6, 9)
+
+
+@pytest.mark.parametrize("segments", [2, 7])
+def test_cc3d_models_are_registered_and_round_trip(segments):
+    from poise.models import check_derivatives, load_model, model_from_dict
+
+    model = load_model(f"cc3d_{segments}")
+    assert model.n == 2 * segments and model.task_dim == 6
+    again = model_from_dict(model.describe(), source="describe")
+    q = np.random.default_rng(segments).normal(size=model.n)
+    np.testing.assert_array_equal(model.pose(q), again.pose(q))
+    assert check_derivatives(model, samples=3).ok

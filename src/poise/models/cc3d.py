@@ -37,6 +37,7 @@ All module functions broadcast over leading (batch) dimensions.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -307,15 +308,31 @@ class CC3D:
         return np.any(np.abs(self.bending_angles(q, lengths)) > 2.0 * np.pi, axis=-1)
 
     def describe(self) -> dict[str, Any]:
-        """JSON-ready parameters."""
+        """JSON-ready parameters in the model file schema (reloads with :meth:`from_dict`)."""
         return {
             "name": self.name,
             "family": "cc3d",
+            "description": f"spatial constant-curvature arm, {self.n_segments} segments; "
+                           "q = (kappa_1, phi_1, ..., kappa_N, phi_N) [1/m, rad], "
+                           "task: tip pose in SE(3)",
             "n_segments": self.n_segments,
-            "lengths": list(self.lengths),
-            "q": "kappa_1, phi_1, ..., kappa_N, phi_N [1/m, rad]",
-            "task": "tip pose in SE(3)",
+            "lengths": [float(x) for x in self.lengths],
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str = "<dict>") -> CC3D:
+        """Validate a description (``family = "cc3d"``) and build the model."""
+        from poise.models.registry import Fields
+
+        fields = Fields(data, source)
+        fields.check_keys(("family", "name", "description", "aliases", "n_segments",
+                           "lengths"))
+        count = fields.integer("n_segments", ge=1)
+        lengths = fields.vector("lengths", [1.0] * count, size=count)
+        if np.any(lengths <= 0):
+            raise fields.error("lengths", lengths.tolist(), "every length must be > 0")
+        return cls(n_segments=count, lengths=tuple(float(x) for x in lengths),
+                   name=fields.string("name", f"cc3d_{count}"))
 
 
 def cc3d(n_segments: int, length: float = 1.0) -> CC3D:

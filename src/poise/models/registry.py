@@ -30,6 +30,7 @@ FAMILIES: dict[str, str] = {
     "planar_tree": "poise.models.planar_tree:PlanarTree",
     "planar_pcc": "poise.models.planar_pcc:PlanarPCC",
     "dh_chain": "poise.models.dh:DHChain",
+    "cc3d": "poise.models.cc3d:CC3D",
 }
 
 #: Top-level keys the loader strips before handing the data to the family class
