@@ -121,6 +121,11 @@ class SimDevice:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(3)
+        if proc is not None:
+            for stream in (proc.stdout, proc.stderr):
+                if stream is not None:
+                    with contextlib.suppress(OSError, ValueError):
+                        stream.close()
         with contextlib.suppress(OSError):
             os.unlink(self.path)
         with contextlib.suppress(OSError):
