@@ -67,6 +67,27 @@ def _floats(xs: Sequence[float] | None) -> tuple[float, ...] | None:
     return None if xs is None else tuple(float(x) for x in xs)
 
 
+class _LinkSettings:
+    """What both transports are configured with, and their protocol core (no I/O)."""
+
+    def __init__(self, port: str, baudrate: int, timeout: float, expected_schema: int | None,
+                 reconnect: bool, heartbeat: float | None,
+                 on_sensors: Callable[[SensorSample], None] | None,
+                 on_fault: Callable[[m.Fault], None] | None) -> None:
+        self.port = port
+        self.baudrate = baudrate
+        self.timeout = timeout
+        self.expected_schema = expected_schema
+        self.reconnect = reconnect
+        self.heartbeat_interval = heartbeat
+        self.user_on_sensors = on_sensors
+        self.core = LinkCore(on_sensors=self._on_sample, on_fault=on_fault)
+        self.description: DeviceDescription | None = None
+
+    def _on_sample(self, sample: SensorSample) -> None:
+        raise NotImplementedError
+
+
 class _Protocol(asyncio.Protocol):
     def __init__(self, link: AsyncLink) -> None:
         self.link = link
@@ -78,7 +99,7 @@ class _Protocol(asyncio.Protocol):
         self.link._lost(exc)
 
 
-class AsyncLink:
+class AsyncLink(_LinkSettings):
     """Asyncio serial link to a poise device.
 
     Args:
@@ -102,15 +123,8 @@ class AsyncLink:
                  heartbeat: float | None = None, queue_size: int = 64,
                  on_sensors: Callable[[SensorSample], None] | None = None,
                  on_fault: Callable[[m.Fault], None] | None = None) -> None:
-        self.port = port
-        self.baudrate = baudrate
-        self.timeout = timeout
-        self.expected_schema = expected_schema
-        self.reconnect = reconnect
-        self.heartbeat_interval = heartbeat
-        self.core = LinkCore(on_sensors=self._on_sample, on_fault=on_fault)
-        self.user_on_sensors = on_sensors
-        self.description: DeviceDescription | None = None
+        _LinkSettings.__init__(self, port, baudrate, timeout, expected_schema, reconnect,
+                               heartbeat, on_sensors, on_fault)
         self._queue: asyncio.Queue[SensorSample] = asyncio.Queue(maxsize=queue_size)
         self._transport: asyncio.Transport | None = None
         self._connected = asyncio.Event()
@@ -348,7 +362,7 @@ class AsyncLink:
                 self._send(m.Heartbeat())
 
 
-class SerialLink:
+class SerialLink(_LinkSettings):
     """Threaded blocking serial link (pyserial): a reader thread decodes, the caller's thread
     writes. Lower latency than :class:`AsyncLink`; use it for the control loop.
 
@@ -362,15 +376,8 @@ class SerialLink:
                  heartbeat: float | None = None, queue_size: int = 64,
                  on_sensors: Callable[[SensorSample], None] | None = None,
                  on_fault: Callable[[m.Fault], None] | None = None) -> None:
-        self.port = port
-        self.baudrate = baudrate
-        self.timeout = timeout
-        self.expected_schema = expected_schema
-        self.reconnect = reconnect
-        self.heartbeat_interval = heartbeat
-        self.user_on_sensors = on_sensors
-        self.core = LinkCore(on_sensors=self._on_sample, on_fault=on_fault)
-        self.description: DeviceDescription | None = None
+        _LinkSettings.__init__(self, port, baudrate, timeout, expected_schema, reconnect,
+                               heartbeat, on_sensors, on_fault)
         self._queue: queue.Queue[SensorSample] = queue.Queue(maxsize=queue_size)
         self._ser: serial.Serial | None = None
         self._lock = threading.Lock()  # tx and core state

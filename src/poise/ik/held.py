@@ -147,6 +147,19 @@ def _finish(
     )
 
 
+def _stop(history: list[float], iterations: int, options: HeldOptions, converged: bool,
+          may_stall: bool = True) -> Status | None:
+    """The stopping rules after ``history`` got this iteration's residual: converged, the
+    iteration cap (``ITERATION_CAP``), a stall, or ``None`` to go on."""
+    if converged:
+        return Status.CONVERGED
+    if iterations == options.max_iter:
+        return Status.ITERATION_CAP
+    if may_stall and _stalled(history, options.stall_window):
+        return Status.STALLED
+    return None
+
+
 def _stalled(history: list[float], window: int) -> bool:
     if len(history) <= window:
         return False
@@ -236,13 +249,9 @@ def algorithm1(
     err_norm = float(np.linalg.norm(target - model.fk(statics.q)))
     for iterations in range(options.max_iter + 1):
         history.append(err_norm)
-        if err_norm < options.tol:
-            status = Status.CONVERGED
-            break
-        if iterations == options.max_iter:
-            break
-        if _stalled(history, options.stall_window):
-            status = Status.STALLED
+        stop = _stop(history, iterations, options, err_norm < options.tol)
+        if stop is not None:
+            status = stop
             break
         qa_new, _, sigma = algorithm1_step(
             model, statics, target, update=update, damping=damping, gain=gain, dt=dt)
@@ -387,13 +396,11 @@ def algorithm2(
         ex = target - b.x
         e_norm, g_norm = float(np.linalg.norm(ex)), float(np.linalg.norm(b.Gu))
         history.append(e_norm)
-        if e_norm < options.tol and g_norm < options.statics_tol:
-            status = Status.CONVERGED
-            break
-        if iterations == options.max_iter:
-            break
-        if _stalled(history, options.stall_window) and g_norm < options.statics_tol:
-            status = Status.STALLED
+        stop = _stop(history, iterations, options,
+                     e_norm < options.tol and g_norm < options.statics_tol,
+                     may_stall=g_norm < options.statics_tol)
+        if stop is not None:
+            status = stop
             break
         try:
             rates = algorithm2_rates(b, ex, -b.Gu, gamma_z, gamma_e, form=form, damping=damping)
@@ -457,13 +464,9 @@ def plain(
     for iterations in range(options.max_iter + 1):
         err = target - model.fk(q)
         history.append(float(np.linalg.norm(err)))
-        if history[-1] < options.tol:
-            status = Status.CONVERGED
-            break
-        if iterations == options.max_iter:
-            break
-        if _stalled(history, options.stall_window):
-            status = Status.STALLED
+        stop = _stop(history, iterations, options, history[-1] < options.tol)
+        if stop is not None:
+            status = stop
             break
         jac = model.task_jacobian(q)
         sigma = _smallest_singular(jac)
