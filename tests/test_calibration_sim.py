@@ -199,6 +199,11 @@ def test_cli_calibrates_through_the_pty_of_poise_device_sim(tmp_path):
     summary = json.loads(proc.stdout)
     assert summary["ok"] and summary["poses"] == 7
     assert report.stat().st_size > 10_000
+    # the measured poses were saved (before the fit) where --from-poses reads them
+    assert summary["poses_file"] == str(tmp_path / "cal.poses.json")
+    saved = json.loads((tmp_path / "cal.poses.json").read_text())
+    assert len(saved["poses"]) == 7 and saved["routine"]["status"] == "complete"
+    assert saved["device"]["firmware_id"].startswith("poise-sim")
     model = load_model(out)
     table = json.loads(out.read_text())["calibration"]
     assert table["provenance"]["firmware_id"].startswith("poise-sim")

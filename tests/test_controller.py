@@ -120,8 +120,15 @@ def test_gain_and_target_validation():
         with pytest.raises(ParamError):
             with_gains(p, bad, 0.002)
     assert parse_target(0.4, 1).tolist() == [0.4]
-    with pytest.raises(ParamError, match="2 finite numbers"):
+    with pytest.raises(ParamError, match=r"target\[1\] = inf: must be a finite number"):
         parse_target([0.1, math.inf], 2)
+    with pytest.raises(ParamError, match="must have 2 components"):
+        parse_target([0.1], 2)
+    with pytest.raises(ParamError, match="must be a non-empty list"):
+        parse_target({"x": [1.0]}, 1)  # an object is not a target, on every entry point
+    with pytest.raises(ParamError, match=r"farther than 4 from the base .* reach of 2"):
+        parse_target([1e300], 1, reach=2.0)
+    assert parse_target([2.5], 1, reach=2.0).tolist() == [2.5]  # just out of reach: accepted
 
 
 @pytest.mark.parametrize("stepper_cls", [Alg1Stepper, Alg2Stepper])

@@ -279,3 +279,17 @@ def test_frame_time_benchmark_reports_loaded_and_baseline_frames(qtbot):
         assert result[case]["frame"]["mean"] > 0
     assert result["ratio"]["mean"] > 0
     assert "loaded / baseline" in bench.table(result)
+
+
+def test_choose_robot_follows_live_robots_only():
+    from poise.gui.topics import choose_robot, is_live
+
+    assert not any(map(is_live, ("offline", "lost", "gone"))) and is_live("running")
+    assert choose_robot({}, None) is None
+    assert choose_robot({"old": "offline", "dead": "lost"}, None) is None
+    assert choose_robot({"old": "offline", "arm": "ready", "arm2": "running"}, None) == "arm"
+    assert choose_robot({"arm": "running", "arm2": "running"}, "arm2") == "arm2"  # stays
+    # the followed robot stopped: it stays on screen until a live one exists
+    assert choose_robot({"arm": "lost", "old": "offline"}, "arm") == "arm"
+    assert choose_robot({"arm": "lost", "new": "idle"}, "arm") == "new"
+    assert choose_robot({"arm": "gone", "new": "fault"}, "arm") == "new"  # a fault is live

@@ -9,6 +9,7 @@ import os
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import getpass
+import json
 import pathlib
 import shutil
 import signal
@@ -210,6 +211,83 @@ def test_screenshot_command_saves_a_picture_of_the_window(robots, broker, tmp_pa
 
     image = QtGui.QImage(str(out))
     assert (image.width(), image.height()) == (1200, 800)
+
+
+class Retained:
+    """Retained ``$state`` (and ``model``) of robots whose service is not running, as a stopped
+    service leaves them on a broker; everything published is erased by :meth:`clear`."""
+
+    def __init__(self, broker: Broker) -> None:
+        import paho.mqtt.client as paho
+        from paho.mqtt.enums import CallbackAPIVersion
+
+        self.client = paho.Client(CallbackAPIVersion.VERSION2,
+                                  client_id=f"retained-{uuid.uuid4().hex[:8]}")
+        self.client.connect("127.0.0.1", broker.port)
+        self.client.loop_start()
+        self.topics: set[str] = set()
+
+    def publish(self, robot: str, leaf: str, payload: object) -> None:
+        name = f"poise/{robot}/{leaf}"
+        self.client.publish(name, json.dumps(payload), qos=1, retain=True).wait_for_publish(10)
+        self.topics.add(name)
+
+    def forget(self, robot: str) -> None:
+        """Erase whatever is retained for ``robot`` (also what its own service left)."""
+        self.topics.update(f"poise/{robot}/{leaf}" for leaf in ("$state", "model", "params"))
+
+    def clear(self) -> None:
+        for name in self.topics:
+            self.client.publish(name, b"", qos=1, retain=True).wait_for_publish(10)
+        self.client.disconnect()
+        self.client.loop_stop()
+
+
+def test_without_robot_the_dashboard_follows_live_robots_never_stale_ones(qtbot, broker,
+                                                                          robots, dashboard):
+    """The issue: started without ``--robot`` the dashboard followed an offline robot's retained
+    topics. It must list offline and lost robots but follow only a live one, and move to a live
+    robot when one appears, until the operator picks a robot."""
+    from poise.models import load_model
+
+    retained = Retained(broker)
+    offline, lost = f"gui-off-{uuid.uuid4().hex[:8]}", f"gui-lost-{uuid.uuid4().hex[:8]}"
+    try:
+        retained.publish(offline, "$state", {"state": "offline", "reason": "stopped"})
+        retained.publish(offline, "model", load_model("double_pendulum").describe())
+        retained.publish(lost, "$state", {"state": "lost"})
+        window = dashboard(None)
+        combo = window.controls.robots
+        qtbot.waitUntil(lambda: combo.findData(offline) >= 0 and combo.findData(lost) >= 0,
+                        timeout=10_000)
+        assert window.link.robot is None and window.arm.model is None  # listed, not followed
+
+        first = robots()
+        retained.forget(first.robot)
+        qtbot.waitUntil(lambda: window.link.robot == first.robot and samples(window) > 0,
+                        timeout=10_000)
+        assert "running" in window.controls.state_label.text()
+
+        # the followed robot goes (its last will: lost); with no live robot it stays on screen
+        first.stop(clear_retained=False)
+        qtbot.waitUntil(lambda: window.robot_states.get(first.robot) == "lost", timeout=10_000)
+        assert window.link.robot == first.robot
+        # ... until a live robot appears
+        second = robots("tendon_3link")
+        qtbot.waitUntil(lambda: window.link.robot == second.robot and samples(window) > 0
+                        and window.buffer.layout.n == 3, timeout=10_000)
+
+        # the operator's choice wins: no more switching by itself, even to an offline robot
+        combo.setCurrentIndex(combo.findData(offline))
+        combo.activated.emit(combo.currentIndex())
+        assert window.link.robot == offline and not window.auto_select
+        third = robots()
+        qtbot.waitUntil(lambda: window.robot_states.get(third.robot) == "running",
+                        timeout=10_000)
+        assert window.link.robot == offline
+        qtbot.waitUntil(lambda: window.arm.model is not None, timeout=10_000)  # its retained model
+    finally:
+        retained.clear()
 
 
 def _left():

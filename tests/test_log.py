@@ -216,3 +216,82 @@ def test_replay_republishes_the_run_on_the_live_topics(recorded, broker_url, req
     assert params[0]["algorithm"] == "alg2" and params[-1]["gains"] == {"gamma": 0.7}
     kinds = [m.json()["kind"] for m in rec.named("events")]
     assert kinds == ["state", "param", "fault", "state"]
+
+
+# ------------------------------------------------------------------ log info: files and summary
+
+
+def _png(path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=(1, 1))
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def test_info_on_a_file_that_is_not_mcap_is_an_error(tmp_path, capsys):
+    png = _png(tmp_path / "held.png")
+    assert cli_main(["log", "info", str(png)]) == 2
+    captured = capsys.readouterr()
+    assert f"{png} is not an MCAP file" in captured.err
+    assert "TRUNCATED" not in captured.out + captured.err
+    empty = tmp_path / "empty.mcap"
+    empty.write_bytes(b"")
+    assert cli_main(["log", "info", str(empty)]) == 2
+    assert "is not an MCAP file (it is empty)" in capsys.readouterr().err
+    for cmd in (["export", str(png), "--out", str(tmp_path)], ["plot", str(png)]):
+        assert cli_main(["log", *cmd]) == 2
+        assert "is not an MCAP file" in capsys.readouterr().err
+
+
+def test_info_reports_each_of_several_files_and_fails_if_any_failed(recorded, tmp_path,
+                                                                    capsys):
+    path = str(recorded[0])
+    png = str(_png(tmp_path / "held.png"))
+    assert cli_main(["log", "info", path, path]) == 0
+    assert capsys.readouterr().out.count("490 cycles") == 2
+    assert cli_main(["log", "info", path, png, path, "--json"]) == 2
+    captured = capsys.readouterr()
+    reports = json.loads(captured.out)
+    assert [r["path"] for r in reports] == [path, png, path]
+    assert reports[0]["cycles"] == 490 and reports[2]["cycles"] == 490
+    assert reports[1]["error"] == f"{png} is not an MCAP file"
+    assert "1 of 3 file(s) could not be read" in captured.err
+
+
+def test_info_shows_the_controllers_missed_cycles_and_final_state(tmp_path, capsys):
+    """The run summary the controller publishes as its last event (kind ``summary``) is what
+    ``log info`` reports as missed cycles, apart from gaps in the log's own sequence."""
+    path = tmp_path / "run.mcap"
+    samples: SampleQueue[CycleSample] = SampleQueue()
+    events: SampleQueue[Event] = SampleQueue()
+    with LogWriter(path, samples, events, chunk_size=8192):
+        for seq in range(300):
+            samples.put(_sample(seq, 50.0 + seq * 1e-3))
+        events.put(Event(50.1, "summary", {  # an earlier one: only the last counts
+            "state": "running", "timing": {"cycles": 100, "missed": 1, "missed_pct": 1.0}}))
+        events.put(Event(50.4, "summary", {
+            "state": "fault", "reason": "sensor timeout", "reached": False,
+            "timing": {"cycles": 5000, "missed": 25, "missed_pct": 0.4975,
+                       "latency_us": {"p50": 10.0}}}))
+    assert cli_main(["log", "info", str(path), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["missing_cycles"] == 0
+    assert info["controller"] == {"cycles": 5000, "missed": 25, "missed_pct": 0.4975,
+                                  "state": "fault", "reason": "sensor timeout"}
+    assert cli_main(["log", "info", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "missed cycles (controller): 25 of 5025 periods (0.4975 %)" in text
+    assert "final state fault (sensor timeout)" in text
+    assert "sequence gaps in the log: 0 cycle(s) missing" in text
+
+
+def test_info_on_an_older_log_says_missed_cycles_were_not_recorded(recorded, capsys):
+    assert cli_main(["log", "info", str(recorded[0])]) == 0
+    text = capsys.readouterr().out
+    assert "missed cycles (controller): not recorded" in text
+    assert "sequence gaps in the log: 10 cycle(s) missing in 1 gap(s)" in text

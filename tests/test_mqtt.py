@@ -163,14 +163,15 @@ def test_command_parser_never_raises_on_arbitrary_bytes(payload, name):
 
 @pytest.mark.parametrize(("name", "payload", "reason"), [
     ("target", b'{"id": "a", "value": [0.1, oops]}', "malformed JSON"),
-    ("target", b'{"id": "a", "value": [0.1]}', "the task has 2"),
+    ("target", b'{"id": "a", "value": [0.1]}', "must have 2 components"),
+    ("target", b'{"id": "a", "value": {"x": [0.1, 0.2]}}', "must be a non-empty list"),
     ("target", b'[0.1, NaN]', "finite"),
-    ("target", b'[0.1, 5000]', "out of range"),
-    ("gains", b'{"gamma": -0.5}', "out of range"),
+    ("target", b'[0.1, 5000]', "farther than 1000 from the base"),
+    ("gains", b'{"gamma": -0.5}', "must be in (0, 1000] 1/s"),
     ("gains", b'{"gain": 1}', "unknown gain"),
-    ("mode", b'"sideways"', "mode must be one of"),
-    ("run", b'{"value": true}', "run must be one of"),
-    ("algorithm", b'"nope"', "unknown algorithm"),
+    ("mode", b'"sideways"', "mode = 'sideways': must be one of ff, fb"),
+    ("run", b'{"value": true}', "run = True: must be one of start, stop"),
+    ("algorithm", b'"nope"', "algorithm = 'nope': must be one of alg1, alg2"),
     ("teleport", b'1', "unknown command"),
 ])
 def test_edge_check_refuses_bad_commands_with_a_reason(name, payload, reason):
@@ -279,8 +280,8 @@ def test_malformed_and_out_of_range_commands_are_refused_and_the_loop_keeps_runn
         cycles_after = loop.cycles
         bridge.stop()
     assert got["m1"]["command"] == "target" and got["m1"]["id"] == ""
-    assert "out of range" in got["m2"]["reason"]
-    assert "task has 2" in got["m3"]["reason"]
+    assert "must be in (0, " in got["m2"]["reason"]
+    assert "must have 2 components" in got["m3"]["reason"]
     assert "unknown command" in got["m4"]["reason"] and got["m4"]["command"] == "warp"
     assert retained is not None and not retained.json()["accepted"]
     assert [got[i]["accepted"] for i in ("m6", "m7", "m8", "m9")] == [True, False, True, True]

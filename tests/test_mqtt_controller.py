@@ -65,7 +65,9 @@ def test_controller_runs_and_is_tuned_over_mqtt_and_the_log_records_it(
             assert not g1["accepted"] and "gains.gamma" in g1["reason"]
             assert rec.wait_for(lambda m: m.name == "params" and
                                 m.json()["target"] == [0.45], 3, start=n) is not None
-            time.sleep(0.3)
+            deadline = time.monotonic() + 60  # enough running cycles, however slow the machine
+            while ctl.timing()["cycles"] < 100 and time.monotonic() < deadline:
+                time.sleep(0.05)
             rec.command("run", "stop", id="s2")
             assert rec.wait_for(lambda m: m.name == "response" and m.json()["id"] == "s2",
                                 5).json()["accepted"]
@@ -82,7 +84,8 @@ def test_controller_runs_and_is_tuned_over_mqtt_and_the_log_records_it(
     changes = [m["data"] for m in run.topic("/params") if m["kind"] == "change"]
     assert any(c.get("name") == "target" and c.get("value") == [0.45] for c in changes)
     commands = [m["data"] for m in run.topic("/events") if m["kind"] == "command"]
-    assert {c["id"] for c in commands} >= {"s1", "t1", "g1", "s2"}
+    # g1 was refused at the edge (the gain rule knows the rate), before the controller
+    assert {c["id"] for c in commands} >= {"s1", "t1", "s2"}
     assert len(run.topic("/sensors")) > 50  # the running cycles, all of them (no gaps above)
 
 

@@ -90,7 +90,6 @@ def write_calibration(path: str | pathlib.Path, document: dict[str, Any]) -> pat
     if p.suffix != ".json":
         raise CalibrationError(f"{p}: a calibration file must end in .json (it is a JSON model "
                                "file that poise.models.load_model reads)")
-    p.parent.mkdir(parents=True, exist_ok=True)
     tmp = p.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(document, indent=1) + "\n")
     tmp.replace(p)

@@ -17,6 +17,11 @@ different units. A calibration is refused (``identifiable = False``) when
 the result then names the undetermined parameters (the largest components of the weak
 directions) and the excitation that would determine them.
 
+An identification is *validated* only when poses were held out and their residual is defined
+(``Identification.validated``). With too few poses to hold any out (fewer than
+:func:`poses_for_holdout`) the fit may still be exact, but nothing checks it: the message says
+so and how many poses validation needs, instead of claiming the parameters identified.
+
 Statistics: ``σ̂² = ‖r‖² / (N·n − p)``, ``cov(π) = σ̂² (YᵀY)⁻¹`` (in the scaled coordinates
 ``σ̂² V Σ⁻² Vᵀ``), standard errors ``√diag``; residuals on the fit poses and on held-out poses
 (every k-th pose, not used in the fit); and the equilibrium prediction error: the calibrated
@@ -90,6 +95,10 @@ class Identification:
         sigma: residual standard deviation ``σ̂`` [N·m].
         residual_rms: RMS of the fit residual over the fit rows [N·m].
         holdout_rms: RMS residual on the held-out poses [N·m] (NaN without held-out poses).
+        validated: poses were held out and their residual is defined; False means the fit
+            was not checked on poses it did not see (``validation`` says why).
+        validation: one sentence on the held-out check: what it found, or why there was none
+            and how many poses it needs.
         equilibrium_rms: RMS of ``q_predicted − q_measured`` over the fit poses [rad].
         equilibrium_rms_holdout: the same over the held-out poses [rad].
         nominal_equilibrium_rms: the nominal model's equilibrium error on all poses [rad].
@@ -137,6 +146,8 @@ class Identification:
     qa_offset: FloatArray = field(default_factory=lambda: np.zeros(0))
     qa_offset_std_error: FloatArray = field(default_factory=lambda: np.zeros(0))
     weights: tuple[float, float] = (1.0, 0.0)
+    validated: bool = False
+    validation: str = ""
 
     def value(self, name: str) -> float:
         """Identified value of a parameter by name."""
@@ -161,6 +172,7 @@ class Identification:
             "kinematic_rms": [_num(x) for x in self.kinematic_rms],
             "coverage": [_num(x) for x in self.coverage],
             "n_fit": len(self.fit_index), "n_holdout": len(self.holdout_index),
+            "validated": self.validated, "validation": self.validation,
             "holdout_index": list(self.holdout_index),
             "units": {"residual": "N*m", "equilibrium": "rad"},
         }
@@ -266,13 +278,35 @@ def parameter_groups(reg: StaticsRegressor, tie: Sequence[str] = ()) -> list[Gro
     return groups
 
 
+#: Fewest poses from which any is held out (fewer: all are needed for the fit).
+MIN_POSES_HOLDOUT = 4
+
+
 def holdout_split(count: int, fraction: float) -> tuple[list[int], list[int]]:
     """Every k-th pose (k = round(1/fraction), starting at k // 2) is held out."""
-    if fraction <= 0 or count < 4:
+    if fraction <= 0 or count < MIN_POSES_HOLDOUT:
         return list(range(count)), []
     k = max(2, round(1.0 / fraction))
     hold = list(range(k // 2, count, k))
     return [i for i in range(count) if i not in hold], hold
+
+
+def _holdout_fits(count: int, fraction: float, rows_per_pose: int, n_free: int) -> bool:
+    """Whether :func:`identify` holds poses out of ``count``: some are, and the rest still
+    give more statics rows than free parameters."""
+    fit, hold = holdout_split(count, fraction)
+    return bool(hold) and len(fit) * rows_per_pose >= n_free + 1
+
+
+def poses_for_holdout(fraction: float, rows_per_pose: int, n_free: int) -> int | None:
+    """Fewest settled poses with which :func:`identify` holds some out for validation (it needs
+    more rows than free parameters in the rest); None when ``fraction`` ≤ 0 (validation off)."""
+    if fraction <= 0:
+        return None
+    count = MIN_POSES_HOLDOUT
+    while not _holdout_fits(count, fraction, rows_per_pose, n_free):
+        count += 1
+    return count
 
 
 # ----------------------------------------------------------------------------- the fit
@@ -338,6 +372,8 @@ def identify(
         fit_idx = [i for i in range(len(pose_list)) if i not in hold_idx]
     if len(fit_idx) * reg.n < len(free) + 1 and hold_idx:
         fit_idx, hold_idx = list(range(len(pose_list))), []
+    needed = (poses_for_holdout(float(holdout), reg.n, len(free))
+              if isinstance(holdout, (int, float)) else None)
 
     qs = np.array([p.q for p in pose_list])
     taus = np.array([p.tau for p in pose_list])
@@ -464,8 +500,11 @@ def identify(
     qa_meas = np.array([p.qa for p in pose_list])
     kin = np.sqrt(np.mean((qa_meas - qs @ A_hat.T) ** 2, axis=0))
 
+    validated = bool(hold_idx) and math.isfinite(holdout_rms)
+    validation = _validation(len(pose_list), hold_idx, holdout_rms, holdout, needed)
     message = _message(model, identifiable, rank, int(x.size), cond, undetermined, advice,
-                       problems, reg.names[k_fix], v_fix, reg.params[k_fix].unit, groups)
+                       problems, reg.names[k_fix], v_fix, reg.params[k_fix].unit, groups,
+                       validated, validation)
     result = Identification(
         identifiable=identifiable, message=message, parameters=estimates, pi=pi,
         fixed=(reg.names[k_fix], v_fix), rank=rank, n_free=int(x.size), cond=cond,
@@ -476,7 +515,7 @@ def identify(
         coverage=coverage, predicted_q=predicted, residuals=residuals, covariance=cov,
         description=description, mass_std_error=mass_se, ties=ties,
         groups=tuple(g.name for g in groups), qa_offset=offsets, qa_offset_std_error=offset_se,
-        weights=(float(w_s), float(w_k)),
+        weights=(float(w_s), float(w_k)), validated=validated, validation=validation,
     )
     if raise_on_failure and not identifiable:
         raise NotIdentifiableError(result)
@@ -571,16 +610,38 @@ def _advice(reg: StaticsRegressor, model: Any, coverage: FloatArray, uncovered: 
     return out
 
 
+def _validation(count: int, hold_idx: Sequence[int], holdout_rms: float,
+                holdout: float | Sequence[int], needed: int | None) -> str:
+    """The held-out check in one sentence (see :attr:`Identification.validation`)."""
+    if hold_idx and math.isfinite(holdout_rms):
+        return (f"validated on {len(hold_idx)} held-out pose(s) of {count}: residual RMS "
+                f"{holdout_rms:.3g} N·m")
+    if hold_idx:
+        return (f"no held-out validation: the residual on the {len(hold_idx)} held-out "
+                "pose(s) is undefined (non-finite data?)")
+    if not isinstance(holdout, (int, float)):
+        return "no held-out validation: no poses were held out"
+    if needed is None:
+        return "no held-out validation: switched off (holdout 0)"
+    return (f"no held-out validation: {count} settled pose(s) are too few to hold any out "
+            f"(validation needs at least {needed} at holdout {float(holdout):g})")
+
+
 def _message(model: Any, ok: bool, rank: int, n_free: int, cond: float, undetermined: list[str],
              advice: list[str], problems: list[str], fix_name: str, fix_value: float,
-             fix_unit: str, groups: list[Group]) -> str:
+             fix_unit: str, groups: list[Group], validated: bool = True,
+             validation: str = "") -> str:
     scale = f"scale fixed by {fix_name} = {fix_value:g} {fix_unit}"
     tied = [g.name for g in groups if len(g.members) > 1]
     if tied:
         scale += "; tied: " + ", ".join(tied)
-    if ok:
+    if ok and validated:
         return (f"{model.name}: all {n_free} free parameters identified (rank {rank}, "
-                f"condition number {cond:.3g}; {scale})")
+                f"condition number {cond:.3g}; {scale}); {validation}")
+    if ok:
+        return (f"{model.name}: all {n_free} free parameters fitted (rank {rank}, "
+                f"condition number {cond:.3g}; {scale}) but NOT validated, {validation}; "
+                "the values are unchecked")
     parts = [f"{model.name}: not identifiable (rank {rank} of {n_free}, condition number "
              f"{cond:.3g}; {scale})"]
     parts += problems
@@ -596,6 +657,7 @@ __all__ = [
     "HOLDOUT",
     "MAX_REL_SE",
     "MIN_COVERAGE",
+    "MIN_POSES_HOLDOUT",
     "RCOND",
     "Group",
     "Identification",
@@ -605,4 +667,5 @@ __all__ = [
     "identify",
     "parameter_groups",
     "parse_fix",
+    "poses_for_holdout",
 ]

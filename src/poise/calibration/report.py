@@ -42,8 +42,12 @@ def plot_report(result: Identification, poses: Sequence[Pose], path: str | pathl
     ax1.plot([lo, hi], [lo, hi], "k-", lw=0.8)
     ax1.set_xlabel("measured q [rad]")
     ax1.set_ylabel("predicted equilibrium q [rad]")
-    ax1.set_title(f"equilibria (□ held out): RMS {result.equilibrium_rms:.2e} rad fit, "
-                  f"{result.equilibrium_rms_holdout:.2e} held out", fontsize=9)
+    if result.validated:
+        ax1.set_title(f"equilibria (□ held out): RMS {result.equilibrium_rms:.2e} rad fit, "
+                      f"{_held(result.equilibrium_rms_holdout)} held out", fontsize=9)
+    else:
+        ax1.set_title(f"equilibria: RMS {result.equilibrium_rms:.2e} rad fit; NOT VALIDATED "
+                      "(no held-out poses)", fontsize=9)
     ax1.legend(fontsize=7, ncol=2)
 
     ax2 = fig.add_subplot(gs[1, 0])
@@ -58,8 +62,9 @@ def plot_report(result: Identification, poses: Sequence[Pose], path: str | pathl
     ax2.axhline(0, color="k", lw=0.6)
     ax2.set_xlabel("pose (grey: held out)")
     ax2.set_ylabel("statics residual Yπ [N·m]")
-    ax2.set_title(f"residuals: RMS {result.residual_rms:.2e} fit, {result.holdout_rms:.2e} "
-                  "held out", fontsize=9)
+    held = (f"{result.holdout_rms:.2e} held out" if result.validated
+            else "no held-out validation")
+    ax2.set_title(f"residuals: RMS {result.residual_rms:.2e} fit, {held}", fontsize=9)
     ax2.legend(fontsize=7, ncol=min(n, 5))
 
     ax3 = fig.add_subplot(gs[:, 1])
@@ -74,17 +79,25 @@ def plot_report(result: Identification, poses: Sequence[Pose], path: str | pathl
     table.auto_set_font_size(False)
     table.set_fontsize(7.5)
     table.scale(1.0, 1.25)
-    verdict = "identifiable" if result.identifiable else "NOT identifiable"
+    verdict = "NOT identifiable" if not result.identifiable else (
+        "identified" if result.validated else "fitted, NOT validated")
     ax3.set_title(f"{verdict}: rank {result.rank}/{result.n_free}, cond {result.cond:.3g}, "
                   f"σ̂ {result.sigma:.3g}; scale {result.fixed[0]} = {result.fixed[1]:g}",
                   fontsize=9)
-    fig.suptitle(title or "statics calibration", fontsize=11)
+    suptitle = title or "statics calibration"
+    if result.identifiable and not result.validated:
+        suptitle += "\n" + result.validation
+    fig.suptitle(suptitle, fontsize=11)
     fig.tight_layout()
     out = pathlib.Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return out
+
+
+def _held(x: float) -> str:
+    """A held-out figure, or "n/a" when it is undefined (never "nan" as if it were a result)."""
+    return f"{x:.2e}" if np.isfinite(x) else "n/a"
 
 
 __all__ = ["plot_report"]

@@ -66,10 +66,23 @@ def _group_help(group: argparse.ArgumentParser):
     return show
 
 
+#: Commands that handle SIGINT/SIGTERM themselves through :mod:`poise.cli.stopflag`.
+FLAG_COMMANDS = ("run",)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``poise`` console script."""
+    from poise.cli import stopflag
+
+    stopflag.install()  # before anything slow: a signal during start-up is kept, not lost
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "command", None) not in FLAG_COMMANDS:
+        try:
+            stopflag.restore()
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+            return 130
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

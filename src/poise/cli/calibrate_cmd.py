@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import pathlib
 import signal
 import subprocess
@@ -97,6 +98,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
         safe_range,
         write_calibration,
     )
+    from poise.cli.outpaths import check_image, check_output
     from poise.models import ModelError, load_model
 
     try:
@@ -107,6 +109,14 @@ def run_calibrate(args: argparse.Namespace) -> int:
         return _fail(f"--out {args.out}: a calibration file must end in .json", EXIT_USAGE, args)
     if args.from_poses is None and args.device is None:
         return _fail("give --device PORT|sim|inprocess (or --from-poses FILE)", EXIT_USAGE, args)
+    poses_path = _poses_path(args.out)
+    # every file we will write, checked before the routine: measured work is never lost to a
+    # typo in an output path
+    problem = (check_output(args.out, "--out")
+               or (check_image(args.report, "--report") if args.report else None)
+               or (None if args.from_poses else check_output(poses_path, "poses file")))
+    if problem:
+        return _fail(f"{problem} (nothing was run)", EXIT_USAGE, args)
     tie = None if args.tie is None else [t for t in args.tie if t != "none"]
     settle = SettleConfig(window=args.settle_window, velocity_tol=args.velocity_tol,
                           change_tol=args.change_tol, hold=args.hold, average=args.average,
@@ -130,38 +140,47 @@ def run_calibrate(args: argparse.Namespace) -> int:
         routine_info = {"kind": args.kind, "levels": args.levels, "count": args.count,
                         "margin": args.margin, "speed": args.speed, "seed": args.seed,
                         "frozen": args.freeze, "settle": settle.to_dict(), "planned": len(refs)}
+        saver = _PoseSaver(poses_path, routine_info)
+        _say(args, f"measured poses are saved to {poses_path} as they are recorded "
+             "(refit with --from-poses)")
         try:
-            result = _run_routine(args, model, refs, settle, (lo, hi))
+            result = _run_routine(args, model, refs, settle, (lo, hi), saver)
         except _DeviceError as exc:
             return _fail(str(exc), EXIT_DEVICE, args)
         poses, status, device_info = result.poses, result.status, result.device
         routine_info.update(status=result.status, reason=result.reason,
                             duration=result.duration, recorded=len(poses))
+        try:
+            saver.finish(poses, device_info)
+        except OSError as exc:  # checked above; a full disk or a folder removed meanwhile
+            _say(args, f"poise calibrate: could not save the poses to {poses_path}: {exc}")
         if result.status != "complete":
-            partial = pathlib.Path(str(args.out)[: -len(".json")] + ".poses.json")
-            _save_poses(partial, poses, device_info, routine_info)
             _say(args, f"routine stopped ({result.status}: {result.reason}); "
-                 f"{len(poses)} of {len(refs)} poses kept in {partial}")
+                 f"{len(poses)} of {len(refs)} poses kept in {poses_path}")
             code = EXIT_ABORTED if result.status == "aborted" else EXIT_DEVICE
             if args.json:
                 print(json.dumps({"ok": False, "status": result.status, "reason": result.reason,
-                                  "poses": len(poses), "partial": str(partial)}, indent=1))
+                                  "poses": len(poses), "partial": str(poses_path)}, indent=1))
             return code
+        _say(args, f"{len(poses)} poses saved to {poses_path}")
+    kept = "" if args.from_poses else f" (the poses are kept in {poses_path})"
     try:
         ident = identify(model, poses, fix=args.fix, tie=tie, holdout=args.holdout,
                          kinematics=not args.no_kinematics)
     except CalibrationError as exc:
-        return _fail(str(exc), EXIT_NOT_IDENTIFIABLE, args)
+        return _fail(f"{exc}{kept}", EXIT_NOT_IDENTIFIABLE, args)
     if args.report:
-        plot_report(ident, poses, args.report,
-                    title=f"statics calibration of {model.name} ({device_info.get('device', '')})")
+        try:
+            plot_report(ident, poses, args.report, title=f"statics calibration of {model.name} "
+                        f"({device_info.get('device', '')})")
+        except (OSError, ValueError) as exc:  # checked before; the disk may still fill up
+            _say(args, f"poise calibrate: could not write the report {args.report}: {exc}")
     summary = _summary(ident, args, status, len(poses))
+    if not args.from_poses:
+        summary["poses_file"] = str(poses_path)
     if not ident.identifiable:
-        # keep the data so that a better excitation can be added, but write no calibration
-        partial = pathlib.Path(str(args.out)[: -len(".json")] + ".poses.json")
-        if not args.from_poses:
-            _save_poses(partial, poses, device_info, routine_info)
-            summary["poses_file"] = str(partial)
+        # the data are kept (poses file) so that a better excitation can be added, but no
+        # calibration is written
         if args.json:
             print(json.dumps(summary, indent=1))
         print(f"poise calibrate: {ident.message}", file=sys.stderr)
@@ -169,7 +188,10 @@ def run_calibrate(args: argparse.Namespace) -> int:
         return EXIT_NOT_IDENTIFIABLE
     doc = calibration_document(ident, poses, model_name=str(args.model), device=device_info,
                                routine=routine_info)
-    write_calibration(args.out, doc)
+    try:
+        write_calibration(args.out, doc)
+    except (OSError, CalibrationError) as exc:
+        return _fail(f"cannot write {args.out}: {exc}{kept}", EXIT_USAGE, args)
     if args.json:
         print(json.dumps(summary, indent=1))
     else:
@@ -192,18 +214,59 @@ def _print_table(ident, args) -> None:
         se = "fixed" if p.fixed else f"{p.std_error:.2g}"
         print(f"{p.name:<22} {p.unit:<8} {p.nominal:>11.5g} {p.value:>11.5g} {se:>9}")
     s = ident.statistics()
-    print(f"residual RMS {ident.residual_rms:.3g} N·m (held out {ident.holdout_rms:.3g}); "
-          f"equilibrium RMS {ident.equilibrium_rms:.3g} rad (held out "
-          f"{ident.equilibrium_rms_holdout:.3g}; nominal model "
-          f"{ident.nominal_equilibrium_rms:.3g})")
+    if ident.validated:
+        print(f"residual RMS {ident.residual_rms:.3g} N·m (held out {ident.holdout_rms:.3g}); "
+              f"equilibrium RMS {ident.equilibrium_rms:.3g} rad (held out "
+              f"{ident.equilibrium_rms_holdout:.3g}; nominal model "
+              f"{ident.nominal_equilibrium_rms:.3g})")
+    else:
+        print(f"residual RMS {ident.residual_rms:.3g} N·m; equilibrium RMS "
+              f"{ident.equilibrium_rms:.3g} rad (nominal model "
+              f"{ident.nominal_equilibrium_rms:.3g}) — on the fitted poses only")
+        print(ident.validation[:1].upper() + ident.validation[1:])
     print(f"rank {s['rank']}/{s['n_free']}, condition number {ident.cond:.3g}")
     print(f"wrote {args.out}" + (f" and {args.report}" if args.report else ""))
 
 
+def _poses_path(out: str) -> pathlib.Path:
+    """Where the measured poses go: ``cal.json`` → ``cal.poses.json`` (what --from-poses reads)."""
+    return pathlib.Path(str(out)[: -len(".json")] + ".poses.json")
+
+
 def _save_poses(path: pathlib.Path, poses, device: dict, routine: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"poses": [p.to_dict() for p in poses], "device": device,
-                                "routine": routine}, indent=1) + "\n")
+    """Write the poses file atomically (a crash mid-write leaves the previous version)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"poses": [p.to_dict() for p in poses], "device": device,
+                               "routine": routine}, indent=1) + "\n")
+    os.replace(tmp, path)
+
+
+class _PoseSaver:
+    """Saves the poses measured so far after each one, so that nothing measured is lost to a
+    crash, a kill or a failure later on (identification, report, calibration file)."""
+
+    def __init__(self, path: pathlib.Path, routine: dict[str, Any]) -> None:
+        self.path = path
+        self.routine = routine
+        self.device: dict[str, Any] = {}
+        self.poses: list[Any] = []
+        self._warned = False
+
+    def add(self, pose: Any) -> None:
+        self.poses.append(pose)
+        try:
+            _save_poses(self.path, self.poses, self.device,
+                        {**self.routine, "status": "running", "recorded": len(self.poses)})
+        except OSError as exc:  # keep measuring (the poses are in memory); say it once
+            if not self._warned:
+                self._warned = True
+                print(f"poise calibrate: cannot save the poses to {self.path}: {exc}",
+                      file=sys.stderr)
+
+    def finish(self, poses, device: dict[str, Any]) -> None:
+        """The final file, with the routine's status and the device description."""
+        self.poses = list(poses)
+        _save_poses(self.path, self.poses, device, self.routine)
 
 
 def _load_poses(path: str):
@@ -220,12 +283,17 @@ class _DeviceError(Exception):
     pass
 
 
-def _run_routine(args, model, refs, settle, qa_range):
+def _run_routine(args, model, refs, settle, qa_range, saver: _PoseSaver):
     from poise.calibration import LinkDevice, PlantDevice, run_excitation, text_progress
 
     abort, estop = threading.Event(), threading.Event()
     speed = args.speed * (qa_range[1] - qa_range[0])
-    progress = text_progress(sys.stderr)
+    show = text_progress(sys.stderr)
+
+    def progress(done: int, total: int, pose, phase: str) -> None:
+        show(done, total, pose, phase)
+        if pose is not None:
+            saver.add(pose)
     old_quit = None
     if threading.current_thread() is threading.main_thread() and hasattr(signal, "SIGQUIT"):
         old_quit = signal.signal(signal.SIGQUIT, lambda *_: estop.set())
@@ -237,13 +305,17 @@ def _run_routine(args, model, refs, settle, qa_range):
                 plant = make_plant(args.model, args.sim_params, seed=args.seed)
             except (ValueError, OSError) as exc:
                 raise _DeviceError(f"cannot build the simulated plant: {exc}") from None
-            return run_excitation(PlantDevice(plant), refs, settle=settle, speed=speed,
+            device = PlantDevice(plant)
+            saver.device = device.info()
+            return run_excitation(device, refs, settle=settle, speed=speed,
                                   qa_range=qa_range, progress=progress, abort=abort,
                                   estop=estop)
         with _device_link(args) as (link, port):
-            return run_excitation(LinkDevice(link, port=port), refs, settle=settle,
-                                  speed=speed, qa_range=qa_range, progress=progress,
-                                  abort=abort, estop=estop)
+            device = LinkDevice(link, port=port)
+            saver.device = device.info()
+            return run_excitation(device, refs, settle=settle, speed=speed,
+                                  qa_range=qa_range, progress=progress, abort=abort,
+                                  estop=estop)
     finally:
         if old_quit is not None:
             signal.signal(signal.SIGQUIT, old_quit)
@@ -274,7 +346,8 @@ def _device_link(args):
 
 
 def _spawn_sim(args):
-    cmd = [sys.executable, "-m", "poise", "device", "sim", "--model", args.model]
+    cmd = [sys.executable, "-m", "poise", "device", "sim", "--model", args.model,
+           "--parent-pid", str(os.getpid())]  # it exits with us, even if we are killed
     if args.sim_params:
         cmd += ["--params", args.sim_params]
     # own session: the terminal's Ctrl-C must reach us (to disarm), not kill the device first

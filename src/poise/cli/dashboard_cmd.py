@@ -19,7 +19,8 @@ def register(commands, groups) -> None:
                    help="broker URL mqtt://[user[:password]@]host[:port] "
                    "(default $POISE_MQTT or %(default)s)")
     p.add_argument("--robot", metavar="ID",
-                   help="robot id to follow (default: the first one that publishes)")
+                   help="robot id to follow (default: a live robot, never an offline or lost "
+                   "one; switches to a live robot when one appears)")
     p.add_argument("--screenshot", metavar="FILE.png",
                    help="save a picture of the window after --after seconds and exit")
     p.add_argument("--after", type=float, default=3.0, metavar="SECONDS",

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
+import os
+import signal
 import sys
+import threading
 import time
 
 
@@ -35,6 +39,12 @@ def register(commands, groups) -> None:
                      "'PTY <path>' line; default 1; negative: exit)")
     sim.add_argument("--link", metavar="PATH",
                      help="also keep a symlink PATH pointing at the current pty")
+    sim.add_argument("--own-link-dir", action="store_true",
+                     help="the directory holding --link was made for this device: remove it "
+                     "(once empty) on exit, whatever ends the device")
+    sim.add_argument("--parent-pid", type=int, metavar="PID",
+                     help="exit when process PID (the one that started this device) dies, "
+                     "even if it is killed with SIGKILL")
     sim.add_argument("--seed", type=int, help="random seed of the fault injection")
     sim.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
     sim.set_defaults(func=run_sim)
@@ -57,8 +67,36 @@ def _fail(cmd: str, msg: str) -> int:
 
 
 def run_sim(args: argparse.Namespace) -> int:
-    from poise.firmware_bridge.device import DeviceEndpoint, FaultInjection, PtyDevice
+    if args.own_link_dir and not args.link:
+        return _fail("sim", "--own-link-dir needs --link PATH")
+    try:
+        return _run_sim(args)
+    finally:
+        if args.own_link_dir:
+            _remove_link_dir(args.link)
 
+
+def _remove_link_dir(link: str) -> None:
+    """Remove the ``--link`` symlink and its directory (only if empty: never a tree)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(link)
+    with contextlib.suppress(OSError):
+        os.rmdir(os.path.dirname(os.path.abspath(link)))
+
+
+def _run_sim(args: argparse.Namespace) -> int:
+    from poise.firmware_bridge.device import DeviceEndpoint, FaultInjection, PtyDevice
+    from poise.firmware_bridge.lifetime import parent_alive, watch_parent
+
+    stop = threading.Event()
+    # SIGTERM (SimDevice.stop, kill) ends the device through its normal shutdown below
+    with contextlib.suppress(ValueError):  # ValueError: not the main thread (embedded use)
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    parent = args.parent_pid
+    if parent is not None and not watch_parent(parent, stop.set):
+        print(f"poise device sim: parent process {parent} is gone; not starting",
+              file=sys.stderr)
+        return 1
     try:
         import poise.sim as sim
     except ImportError as exc:  # pragma: no cover - poise.sim is part of the package
@@ -83,15 +121,18 @@ def run_sim(args: argparse.Namespace) -> int:
         return _fail("sim", str(exc))
 
     def announce(path: str) -> None:
-        print(f"PTY {path}", flush=True)
+        with contextlib.suppress(BrokenPipeError):  # the parent stopped reading: it is going
+            print(f"PTY {path}", flush=True)
 
     device = PtyDevice(endpoint, faults=faults, link=args.link, on_open=announce)
     device.start()
     try:
         t_end = math.inf if args.duration is None else time.monotonic() + args.duration
         while time.monotonic() < t_end and device._thread is not None and \
-                device._thread.is_alive():
-            time.sleep(min(0.1, max(0.0, t_end - time.monotonic())))
+                device._thread.is_alive() and not stop.is_set():
+            if parent is not None and not parent_alive(parent):
+                break  # the parent died (the portable check; Linux also signals us)
+            stop.wait(min(0.1, max(0.0, t_end - time.monotonic())))
     finally:
         device.stop()
     return 0

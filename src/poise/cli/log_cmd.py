@@ -1,7 +1,9 @@
 """``poise log info|export|plot|replay FILE``: inspect, export, plot and replay experiment logs.
 
 Every command reads damaged files too (a run killed mid-way): it uses what survived and says so.
-Exit codes: 0 done, 2 the file cannot be read or the arguments are wrong.
+A file that is not MCAP at all is an error (``FILE is not an MCAP file``). ``info`` takes several
+files (a shell glob) and reports each. Exit codes: 0 done, 2 a file cannot be read (for ``info``:
+any of them) or the arguments are wrong.
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ from typing import Any
 
 def register(commands, groups) -> None:
     log = groups["log"]
-    p = log.add_parser("info", help="summarise a log: span, rate, gaps, states, timing",
-                       description="Summarise an experiment log (MCAP).")
-    p.add_argument("file", metavar="FILE")
-    p.add_argument("--json", action="store_true", help="print JSON")
+    p = log.add_parser("info", help="summarise logs: span, rate, gaps, states, timing",
+                       description="Summarise experiment logs (MCAP), one after the other.")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("--json", action="store_true",
+                   help="print JSON (one object; a list of objects for several files)")
     p.set_defaults(func=run_info)
 
     p = log.add_parser("export", help="write each channel as CSV or Parquet",
@@ -52,14 +55,26 @@ def register(commands, groups) -> None:
     p.set_defaults(func=run_replay)
 
 
-def _read(args: argparse.Namespace, cmd: str):
-    from poise.telemetry.reader import read_log
+def _open(file: str):
+    """``(contents, "")``, or ``(None, why it cannot be read)``."""
+    from poise.telemetry.reader import NotMcapError, read_log
 
-    path = pathlib.Path(args.file)
+    path = pathlib.Path(file)
     if not path.is_file():
-        print(f"poise log {cmd}: {path}: no such file", file=sys.stderr)
+        return None, f"{path}: no such file"
+    try:
+        return read_log(path), ""
+    except (NotMcapError, OSError) as exc:
+        return None, str(exc)
+
+
+def _read(args: argparse.Namespace, cmd: str, file: str | None = None):
+    """The log's contents, or None after saying on stderr why it cannot be read."""
+    path = file if file is not None else args.file
+    contents, error = _open(path)
+    if contents is None:
+        print(f"poise log {cmd}: {error}", file=sys.stderr)
         return None
-    contents = read_log(path)
     if contents.truncated:
         print(f"poise log {cmd}: {path}: damaged or unfinished file ({contents.error}); "
               "using everything before the damage", file=sys.stderr)
@@ -91,9 +106,10 @@ def format_info(info: dict[str, Any]) -> str:
         lines.append(f"  {info['cycles']} cycles (seq {info['first_seq']}…{info['last_seq']}) "
                      f"over {info['duration_s']:.3f} s from {when}, "
                      f"{_f(info['rate_hz'], '.1f')} Hz")
-        lines.append(f"  missing cycles: {info['missing_cycles']}"
+        lines.append(f"  sequence gaps in the log: {info['missing_cycles']} cycle(s) missing"
                      + (f" in {len(info['gaps'])} gap(s), first at seq {info['gaps'][0][0]}"
                         if info["gaps"] else ""))
+    lines.append(_controller_line(info.get("controller")))
     for key in ("lateness_us", "compute_us", "latency_us"):
         if key in info:
             d = info[key]
@@ -109,18 +125,46 @@ def format_info(info: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _controller_line(run: dict[str, Any] | None) -> str:
+    """The controller's own count of missed cycles and its final state (its summary event)."""
+    if not run:
+        return "  missed cycles (controller): not recorded (a log from before summary events, " \
+               "or cut short before the end)"
+    cycles, missed = run.get("cycles"), run.get("missed")
+    if cycles is None or missed is None:
+        text = "  missed cycles (controller): -"
+    else:
+        pct = run.get("missed_pct")
+        text = (f"  missed cycles (controller): {missed} of {cycles + missed} periods"
+                + (f" ({pct:.4g} %)" if isinstance(pct, int | float) else ""))
+    state = run.get("state") or "-"
+    reason = f" ({run['reason']})" if run.get("reason") else ""
+    return f"{text}; final state {state}{reason}"
+
+
 def run_info(args: argparse.Namespace) -> int:
     from poise.telemetry.reader import summary
 
-    contents = _read(args, "info")
-    if contents is None:
-        return 2
-    info = summary(contents)
+    reports: list[dict[str, Any]] = []
+    failed = 0
+    for i, file in enumerate(args.files):
+        contents, error = _open(file)
+        if contents is None:
+            failed += 1
+            print(f"poise log info: {error}", file=sys.stderr)
+            reports.append({"path": file, "error": error})
+            continue
+        info = summary(contents)
+        reports.append(info)
+        if not args.json:
+            print(("\n" if i else "") + format_info(info))
     if args.json:
-        print(json.dumps(info, indent=1, default=str))
-    else:
-        print(format_info(info))
-    return 0
+        out = reports[0] if len(args.files) == 1 else reports
+        print(json.dumps(out, indent=1, default=str))
+    if failed and len(args.files) > 1:
+        print(f"poise log info: {failed} of {len(args.files)} file(s) could not be read",
+              file=sys.stderr)
+    return 2 if failed else 0
 
 
 def run_export(args: argparse.Namespace) -> int:

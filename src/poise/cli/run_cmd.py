@@ -5,9 +5,13 @@
     poise run --config examples/soft_arm_stiff.toml --duration 20 --json-summary
     poise run --model soft_arm_stiff --target 0.2 -0.9 --mode ff --device /dev/ttyACM0
 
-Flags override the configuration file's keys. Ctrl-C stops cleanly: disarm, close, summary.
-Exit codes: 0 the run ended in a non-fault state, 1 it ended in fault/estop (or never ran),
-2 invalid configuration.
+Flags override the configuration file's keys. Ctrl-C (SIGINT) or SIGTERM stops cleanly at any
+moment — start-up, running or shutdown: disarm, close, summary. The summary's state is the one
+the run ended in: ``stopped``, ``fault`` or ``estop``.
+
+Exit codes (:data:`EXIT_CODES`): 0 the target was reached and held at the end, 1 the run ended
+without reaching it (also: an unreachable target), 2 bad input (configuration, flags),
+3 fault (or the controller could not start), 4 e-stop.
 """
 
 from __future__ import annotations
@@ -15,16 +19,20 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-import signal
 import sys
-import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from poise.cli.stopflag import StopFlag
 
 #: The embedded demo: a target the double pendulum reaches on E within its tendon limits.
 DEMO_TARGET = (0.5,)
 DEMO_DURATION = 10.0
-#: Where the telemetry layer is attached (the lead's wiring point).
+#: ``poise run``'s exit codes.
+EXIT_CODES = {"reached": 0, "not_reached": 1, "bad_input": 2, "fault": 3, "estop": 4}
+#: How often the waiting main thread looks at the stop flag and the duration [s].
+TICK = 0.05
 
 
 def register(commands, groups) -> None:
@@ -47,11 +55,12 @@ def register(commands, groups) -> None:
                    help="calibration file used as the statics model (model.calibration)")
     p.add_argument("--gravity", type=float, metavar="G",
                    help="gravity of the controller's statics model [m/s²] (model.gravity)")
-    p.add_argument("--rate", type=float, metavar="HZ", help="loop rate, ≤ 1000 (loop.rate)")
+    p.add_argument("--rate", type=float, metavar="HZ",
+                   help="loop rate, 10 … 1000 Hz (loop.rate)")
     p.add_argument("--pacing", choices=("device", "host"), help="loop pacing (loop.pacing)")
     p.add_argument("--duration", type=float, metavar="S",
-                   help=f"stop after S seconds (default: {DEMO_DURATION:g} for the demo, "
-                   "else until Ctrl-C)")
+                   help=f"stop after S seconds, 0 < S <= 30 days (default: {DEMO_DURATION:g} "
+                   "for the demo, else until Ctrl-C)")
     p.add_argument("--log", metavar="FILE", help="experiment log file (log.path)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override any key, e.g. --set limits.qa_rate=0.2 (repeatable)")
@@ -99,62 +108,89 @@ def overrides(args: argparse.Namespace) -> dict[str, tuple[Any, str]]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from poise.cli import stopflag
+
+    stop = stopflag.install()
+    try:
+        return _run(args, stop)
+    finally:
+        stopflag.restore_quietly()
+
+
+def _run(args: argparse.Namespace, stop: StopFlag) -> int:
+    """The run; ``stop`` becomes true on SIGINT/SIGTERM (polled, never a handler's work)."""
     from poise.controller.config import ConfigError, load_config
     from poise.controller.loop import Controller
+    from poise.controller.rules import RuleError, check_duration
 
     demo = args.config is None and args.model is None and args.device is None
     try:
+        duration = check_duration(args.duration) if args.duration is not None else (
+            DEMO_DURATION if demo else None)
         config = load_config(args.config, overrides(args))
         controller = Controller(config)
-    except (ConfigError, ValueError) as exc:
+    except (ConfigError, RuleError, ValueError) as exc:
         print(f"poise run: {exc}", file=sys.stderr)
-        return 2
-    duration = args.duration if args.duration is not None else (DEMO_DURATION if demo else None)
-    stop = threading.Event()
-    previous = signal.signal(signal.SIGINT, lambda *_: stop.set())
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        return EXIT_CODES["bad_input"]
     telemetry = None
+    summary: dict[str, Any] | None = None
     try:
         telemetry = _attach_telemetry(controller, args.quiet, _log_path(config, args))
         if not args.quiet:
             print(f"poise run: {config.model.name}, {config.algorithm.name}, mode "
                   f"{config.loop.mode}, {config.loop.rate:g} Hz, device {config.device.port}"
                   + (f", {duration:g} s" if duration else ", Ctrl-C to stop"), file=sys.stderr)
-        resp = controller.start("cli start")
-        if not resp.accepted:
-            print(f"poise run: cannot start: {resp.reason}", file=sys.stderr)
-        else:
-            _wait(controller, stop, duration, args.quiet)
+        if not stop:
+            resp = controller.start("cli start")
+            if not resp.accepted:
+                print(f"poise run: cannot start: {resp.reason}", file=sys.stderr)
+            else:
+                _wait(controller, stop, duration, args.quiet)
+        if stop and not args.quiet:
+            print(f"poise run: {stop.name}: stopping", file=sys.stderr)
+        controller.stop("signal" if stop else "end of run")
+        summary = controller.final_summary()
     finally:
-        signal.signal(signal.SIGINT, previous)
-        summary = controller.summary()
-        ended_in = summary["state"]
+        if summary is None:  # an exception on the way: still a summary for the record
+            summary = controller.final_summary()
         controller.close()
         if telemetry is not None:
             telemetry.stop()
-    summary["state"] = ended_in
     if args.json_summary:
         print(json.dumps(summary, indent=1))
     else:
         print(format_summary(summary))
-    return 1 if ended_in in ("fault", "estop", "idle") else 0
+    return exit_code(summary)
 
 
-def _wait(controller, stop: threading.Event, duration: float | None, quiet: bool) -> None:
+def exit_code(summary: dict[str, Any]) -> int:
+    """The exit code of a run from its final summary (see :data:`EXIT_CODES`)."""
+    state = summary["state"]
+    if state in ("fault", "estop"):
+        return EXIT_CODES[state]
+    if summary.get("timing", {}).get("cycles", 0) == 0 and not summary.get("reached"):
+        return EXIT_CODES["fault"]  # never ran (could not start)
+    return EXIT_CODES["reached" if summary.get("reached") else "not_reached"]
+
+
+def _wait(controller, stop: StopFlag, duration: float | None, quiet: bool) -> None:
+    """Until the duration has passed or a signal came; progress once a second."""
     t_end = time.monotonic() + duration if duration else None
     next_print = time.monotonic() + 1.0
     latched: str | None = None
-    while not stop.is_set():
+    while not stop:
         now = time.monotonic()
         if t_end is not None and now >= t_end:
             break
-        stop.wait(0.1 if t_end is None else min(0.1, max(0.0, t_end - now)))
+        time.sleep(TICK if t_end is None else min(TICK, t_end - now))
         if not quiet and time.monotonic() >= next_print:
             next_print += 1.0
             s = controller.summary()
             err = s["task_error"]
+            target = " (target unreachable)" if s.get("target_status") == "unreachable" else ""
             print(f"  {s['state']:<8} task error {err if err is None else f'{err:.4g}'}"
-                  f"  latency p99 {s['timing']['latency_us']['p99']} µs", file=sys.stderr)
+                  f"{target}  latency p99 {s['timing']['latency_us']['p99']} µs",
+                  file=sys.stderr)
         state = controller.state.value
         if state in ("fault", "estop") and state != latched:
             # Stay up, latched: the operator clears it (dashboard, MQTT) or stops with Ctrl-C.
@@ -202,6 +238,8 @@ def format_summary(s: dict[str, Any]) -> str:
     t = s["timing"]
     lines = [
         f"state             {s['state']}" + (f" ({s['reason']})" if s.get("reason") else ""),
+        *([f"target            unreachable: {s['target_note']}"]
+          if s.get("target_status") == "unreachable" else []),
         f"model             {s['model']}  algorithm {s['algorithm']}  mode {s['mode']}  "
         f"{s['rate_hz']:g} Hz ({s['pacing']} pacing)",
         f"target            {s['target']}",
@@ -221,4 +259,27 @@ def format_summary(s: dict[str, Any]) -> str:
         lines.append(f"link              {link['sensor_frames']} sensor frames, crc errors "
                      f"{link['crc_errors']}, lost {link['lost_frames']}, reconnects "
                      f"{link['reconnects']}")
+        rtt = link.get("rtt_us") or {}
+        if rtt.get("count"):
+            lines.append(f"setpoint → device → sensor round trip [µs]  p50 {rtt['p50']:.0f}  "
+                         f"p99 {rtt['p99']:.0f}  max {rtt['max']:.0f}")
+            warning = rtt_warning(rtt, s["rate_hz"])
+            if warning:
+                lines.append(f"warning           {warning}")
     return "\n".join(lines)
+
+
+#: A setpoint round trip (p99) longer than this many loop periods is reported.
+RTT_PERIODS = 5
+
+
+def rtt_warning(rtt: dict[str, Any], rate_hz: float) -> str:
+    """A warning when the link delays setpoints by several periods ('' otherwise): the host's
+    own latency cannot see a slow link, the echoed sequence numbers can."""
+    p99 = rtt.get("p99")
+    limit = RTT_PERIODS / rate_hz * 1e6
+    if p99 is None or p99 <= limit:
+        return ""
+    return (f"the device applies setpoints {p99 / 1e3:.1f} ms (p99) after they are sent, "
+            f"more than {RTT_PERIODS} periods ({limit / 1e3:.1f} ms): a slow or buffered link "
+            "(USB latency timer, a busy hub); feedback sees the arm that late")

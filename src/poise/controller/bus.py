@@ -18,18 +18,13 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Generic, TypeVar
 
+from poise.controller.rules import COMMAND_NAMES
+
 T = TypeVar("T")
 
-#: Command names accepted on ``poise/<robot_id>/set/<name>`` and by ``Controller.submit``.
-COMMAND_NAMES = (
-    "target",     # value: list of task_dim floats [task units]
-    "gains",      # value: {"gamma": float, "gamma_z": float, "gamma_e": float, "damping": float}
-    "algorithm",  # value: "alg1" | "alg2" | "plain" | classic name
-    "mode",       # value: "ff" | "fb"
-    "run",        # value: "start" | "stop"
-    "estop",      # value: anything (latches the e-stop)
-    "clear",      # value: anything (clears a latched fault or e-stop, then re-arms on start)
-)
+#: Re-exported from :mod:`poise.controller.rules`, the one owner of the names.
+__all__ = ["COMMAND_NAMES", "Command", "CommandResponse", "CycleSample", "Event",
+           "SampleQueue"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,14 +24,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-#: Held-configuration algorithms and the classic baseline the loop can run.
-ALGORITHMS = ("alg1", "alg2", "plain")
-#: Actuator updates of Algorithm 1 (see :func:`poise.ik.held.algorithm1_step`).
-UPDATES = ("inverse", "pinv", "dls", "transpose")
-MODES = ("ff", "fb")
-PACINGS = ("device", "host")
-#: Highest loop rate accepted [Hz].
-MAX_RATE = 1000.0
+from poise.controller.rules import (
+    ALGORITHMS,
+    MODES,
+    PACINGS,
+    RuleError,
+    check_gain,
+    check_rate,
+)
 
 
 class ConfigError(ValueError):
@@ -345,29 +345,40 @@ def _model(t: _Table, base: pathlib.Path | None) -> ModelConfig:
                        gravity=t.number("gravity", None, ge=0, optional=True))
 
 
-def _algorithm(t: _Table) -> AlgorithmConfig:
+def _algorithm(t: _Table, rate: float) -> AlgorithmConfig:
+    """``[algorithm]``; the gains are checked by :mod:`poise.controller.rules` against the
+    loop ``rate`` (the same rule as a ``gains`` command)."""
     t.check_keys(("name", "update", "gamma", "gamma_z", "gamma_e", "damping", "target",
                   "tolerance"))
+    defaults = {"update": "dls", "gamma": 2.0, "gamma_z": 2.0, "gamma_e": 20.0,
+                "damping": 1e-2}
+    gains: dict[str, Any] = {}
+    for key, default in defaults.items():
+        value = t.data.get(key, default)
+        try:
+            gains[key] = check_gain(key, value, rate, "algorithm")
+        except RuleError as exc:
+            raise t.fail(key, value, exc.rule) from None
     return AlgorithmConfig(
         name=t.string("name", "alg1", choices=ALGORITHMS),
-        update=t.string("update", "dls", choices=UPDATES),
-        gamma=t.number("gamma", 2.0, gt=0),
-        gamma_z=t.number("gamma_z", 2.0, gt=0),
-        gamma_e=t.number("gamma_e", 20.0, gt=0),
-        damping=t.number("damping", 1e-2, ge=0),
         target=t.vector("target", None),
         tolerance=t.number("tolerance", 2e-3, gt=0),
+        **gains,
     )
+
+
+def _rate(t: _Table) -> float:
+    value = t.data.get("rate", 500.0)
+    try:
+        return check_rate(value)
+    except RuleError as exc:
+        raise t.fail("rate", value, exc.rule) from None
 
 
 def _loop(t: _Table) -> LoopConfig:
     t.check_keys(("rate", "mode", "pacing", "effort_feedforward", "switch_interval"))
-    rate = t.data.get("rate", 500.0)
-    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not (
-            0 < rate <= MAX_RATE):
-        raise t.fail("rate", rate, f"must be in (0, {MAX_RATE:g}] Hz")
     return LoopConfig(
-        rate=float(rate),
+        rate=_rate(t),
         mode=t.string("mode", "fb", choices=MODES),
         pacing=t.string("pacing", "device", choices=PACINGS),
         effort_feedforward=t.boolean("effort_feedforward", True),
@@ -434,9 +445,10 @@ def config_from_dict(data: Mapping[str, Any], source: str = "<dict>",
     def table(name: str) -> _Table:
         return _Table(data.get(name, {}), name, source, origins)
 
+    loop = _loop(table("loop"))
     return Config(
         device=_device(table("device"), base), model=_model(table("model"), base),
-        algorithm=_algorithm(table("algorithm")), loop=_loop(table("loop")),
+        algorithm=_algorithm(table("algorithm"), loop.rate), loop=loop,
         limits=_limits(table("limits")), mqtt=_mqtt(table("mqtt"), base),
         log=_log(table("log"), base), source=source,
     )

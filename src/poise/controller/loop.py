@@ -29,6 +29,8 @@ import math
 import sys
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -42,6 +44,7 @@ from poise.controller.bus import (
     SampleQueue,
 )
 from poise.controller.config import Config, ConfigError, ControllerModel, build_model
+from poise.controller.dispatch import CommandDispatcher
 from poise.controller.params import (
     LiveParams,
     ParamError,
@@ -50,10 +53,11 @@ from poise.controller.params import (
     with_gains,
     with_mode,
 )
-from poise.controller.safety import SafetyLimits, all_finite, limit_setpoint
+from poise.controller.planner import TargetPlan, UnstableTarget
+from poise.controller.safety import SafetyLimits, all_finite
 from poise.controller.simdevice import SimDevice, SimDeviceError
 from poise.controller.state import LATCHED, State, StateMachine
-from poise.controller.stepper import Stepper, make_stepper
+from poise.controller.step import ControlStep, StepFault
 from poise.controller.timing import TimingStats
 from poise.firmware_bridge import messages as msg
 from poise.firmware_bridge.link import DeviceTimeoutError, LinkError, SensorSample
@@ -96,6 +100,8 @@ class Controller:
         self.config = config
         self.model_info = model or build_model(config.model)
         self.model = self.model_info.model
+        #: The robot's reach [m]: bounds the targets accepted (poise.controller.rules).
+        self.reach: float | None = getattr(self.model, "reach", None)
         self.period = 1.0 / config.loop.rate
         self._sample_subs: list[SampleQueue[CycleSample]] = []
         self._event_subs: list[SampleQueue[Event]] = []
@@ -125,7 +131,9 @@ class Controller:
         self.limits = SafetyLimits.build(self.model.m, self.model.qa_min, self.model.qa_max,
                                          config.limits.qa_min, config.limits.qa_max,
                                          config.limits.qa_rate)
-        self._stepper: Stepper | None = None
+        #: The cycle's computation (pure; see poise.controller.step).
+        self.step = ControlStep(self.model, self.limits, self.period,
+                                effort_feedforward=config.loop.effort_feedforward)
         self._reset_pending = False
         self._clear_estop = False
         self._armed_at = math.inf
@@ -135,6 +143,7 @@ class Controller:
         self._last_frame_time = time.perf_counter()
         self._started_at: float | None = None
         self._old_switch: float | None = None
+        self.dispatcher = CommandDispatcher(self.submit)
 
     # ------------------------------------------------------------------ observation
 
@@ -152,6 +161,19 @@ class Controller:
     def params(self) -> LiveParams:
         """The live parameters the next cycle will use."""
         return self._params
+
+    @property
+    def target_status(self) -> str:
+        """``reachable``, ``unreachable`` (the arm goes as close as it can) or ``""`` (not
+        checked: fully actuated robots, or no target yet)."""
+        plan = self.step.plan
+        return "" if plan is None or plan.q_goal is None else plan.status
+
+    @property
+    def target_note(self) -> str:
+        """Why the target is unreachable ('' otherwise)."""
+        plan = self.step.plan
+        return "" if plan is None else plan.note()
 
     def subscribe(self, maxlen: int = 10_000) -> SampleQueue[CycleSample]:
         """A new bounded queue that receives every :class:`CycleSample` (drop-oldest)."""
@@ -238,6 +260,7 @@ class Controller:
                     self.config.limits.qa_min, self.config.limits.qa_max,
                     self.config.limits.qa_rate,
                     [c.lower for c in desc.actuators], [c.upper for c in desc.actuators])
+                self.step.limits = self.limits
             except (LinkError, SimDeviceError, ControllerError, ValueError, OSError) as exc:
                 self._teardown()
                 self._sm.to(State.FAULT, f"connect failed: {exc}")
@@ -276,6 +299,11 @@ class Controller:
                 return _no("run", f"cannot start in state {self.state.value}")
             if not self.link.connected:
                 return _no("run", "device not connected (the link is reconnecting)")
+            if self._target_set:
+                try:
+                    self._set_plan(self._plan_for(self._params.target))
+                except ParamError as exc:
+                    return _no("run", str(exc))
             try:
                 ack = self.link.arm(clear_estop=self._clear_estop)
             except LinkError as exc:
@@ -300,13 +328,17 @@ class Controller:
             return _ok("run")
 
     def estop(self, cause: str = "e-stop") -> CommandResponse:
-        """Latch the e-stop (any state) and send EStop to the device."""
+        """Latch the e-stop (any state) and send EStop to the device, in the caller's thread;
+        the device's acknowledgement is recorded as an ``info`` event
+        (``code = "estop_acknowledged"``), its absence as a ``fault`` event."""
         self._sm.to(State.ESTOP, cause)
         self._clear_estop = True
+        self.step.goal = None
         link = self.link
         if link is not None and link.connected:
             try:
-                link.estop()
+                ack = link.estop()
+                self._event("info", code="estop_acknowledged", ok=bool(ack.ok))
             except LinkError as exc:
                 self._event("fault", source="host", code="estop_not_acknowledged",
                             text=str(exc))
@@ -328,11 +360,24 @@ class Controller:
             self._sm.to(State.READY, cause)
             return _ok("clear")
 
+    def final_summary(self) -> dict[str, Any]:
+        """:meth:`summary` with the state the run ended in: ``fault``, ``estop`` or
+        ``stopped``."""
+        out = self.summary()
+        if out["state"] not in (State.FAULT.value, State.ESTOP.value):
+            out["state"] = "stopped"
+        return out
+
     def close(self) -> None:
-        """Stop (disarm), end the loop thread, close the link and the virtual device → idle."""
+        """Stop (disarm), refuse the commands still waiting, record the final summary as an
+        event (kind ``summary``), end the loop thread, close the link and the virtual device
+        → idle."""
+        self.dispatcher.close()
         with self._cmd_lock:
             if self.state == State.RUNNING:
                 self.stop("close")
+            if self._started_at is not None and self.state != State.IDLE:
+                self._event("summary", **self.final_summary())
             self._quit.set()
             if self._thread is not None and self._thread is not threading.current_thread():
                 self._thread.join(timeout=5)
@@ -398,6 +443,13 @@ class Controller:
 
     # ------------------------------------------------------------------ commands
 
+    def post(self, command: Command, reply: Callable[[CommandResponse], None]) -> None:
+        """Hand over a command without waiting for it (thread-safe): an e-stop or stop acts at
+        once in the caller's thread, the rest is queued, coalesced and applied in order (see
+        :class:`~poise.controller.dispatch.CommandDispatcher`); ``reply`` gets the one
+        answer."""
+        self.dispatcher.post(command, reply)
+
     def submit(self, command: Command) -> CommandResponse:
         """Validate and apply a command between two cycles (thread-safe); always answered.
 
@@ -431,13 +483,15 @@ class Controller:
         if c.name == "clear":
             return self.clear(f"{c.source} clear")
         note = ""
+        plan: TargetPlan | None = None
+        if c.name == "target":  # the offline solves run here, outside every lock
+            plan = self._plan_for(parse_target(c.value, self.model.task_dim, self.reach))
+            note = plan.note()
         with self._param_lock:
             p = self._params
-            if c.name == "target":
-                target = parse_target(c.value, self.model.task_dim)
-                note = self._check_target(target)
-                new = LiveParams(p.algorithm, p.update, p.gamma, p.gamma_z, p.gamma_e,
-                                 p.damping, target, p.mode)
+            if plan is not None:
+                new = replace(p, target=plan.target)
+                self._set_plan(plan)
             elif c.name == "gains":
                 new = with_gains(p, c.value, self.period)
             elif c.name == "algorithm":
@@ -454,27 +508,21 @@ class Controller:
         """Shorthand for ``submit(Command("target", target))``."""
         return self.submit(Command("target", target, source=source))
 
-    def _check_target(self, target: np.ndarray) -> str:
-        """Refuse a target whose only held configuration found is unstable; warn when none
-        is found. Runs the offline solvers from the current q̄ (caller's thread)."""
-        from poise.ik.held import HeldOptions, algorithm1, algorithm2
+    def _plan_for(self, target: np.ndarray) -> TargetPlan:
+        """The offline plan of ``target`` (see :mod:`poise.controller.planner`); an unstable
+        target is refused."""
+        try:
+            return self.step.make_plan(target, self._last.get("q"),
+                                       self.config.algorithm.tolerance)
+        except UnstableTarget as exc:
+            raise ParamError(str(exc)) from None
 
-        model = self.model
-        if model.m == model.n:
-            return ""
-        q0 = self._stepper.q_bar if self._stepper is not None else self._last.get("q")
-        opts = HeldOptions(tol=self.config.algorithm.tolerance / 10, max_iter=300)
-        r1 = algorithm1(model, target, q0, options=opts)
-        if r1.success and r1.stable:
-            return ""
-        r2 = algorithm2(model, target, q0, options=opts)
-        if r2.success and r2.stable is False:
-            raise ParamError(
-                f"target {target.tolist()}: the held configuration that reaches it is unstable "
-                f"(min eig H_uu = {r2.min_eig_Huu:.3g} < 0); a collocated controller cannot "
-                f"hold it (closest stable: task error {r1.position_error:.3g})")
-        return (f"warning: no stable held configuration reaches {target.tolist()} within the "
-                f"limits (closest: task error {r1.position_error:.3g})")
+    def _set_plan(self, plan: TargetPlan) -> None:
+        """Make ``plan`` current: the loop moves the actuators to its goal, then runs the IK."""
+        self.step.adopt(plan)
+        if not plan.reachable:
+            self._event("info", code="target_unreachable", target=plan.target.tolist(),
+                        error=plan.error, text=plan.note())
 
     # ------------------------------------------------------------------ the loop
 
@@ -595,7 +643,6 @@ class Controller:
                                               p.gamma_e, p.damping, model.fk(q), p.mode)
                     self._target_set = True
         p = self._params
-        stepper = self._stepper
         qa_ref: tuple[float, ...] = ()
         tau_ff: tuple[float, ...] = ()
         t_sent = t0
@@ -608,23 +655,20 @@ class Controller:
                 self._fault(f"device not armed ({why})")
             st = self.state
         if st == State.RUNNING:
-            if self._reset_pending or stepper is None or stepper.name != p.algorithm:
-                stepper = self._switch(stepper, p.algorithm, q)
-            x_meas = model.fk(q) if p.mode == "fb" else None
-            x_used = x_meas if x_meas is not None else stepper.x_bar
-            proposed = stepper.propose(p, x_meas, self.period)
-            if not all_finite(proposed):
+            step = self.step
+            if self._reset_pending:  # bumpless start from the measured q after arming
+                step.reset(q, p.algorithm)
+                self._reset_pending = False
+            try:
+                out = step.update(q, p)
+            except StepFault as exc:
                 self._hold_last()
-                self._fault("non-finite IK output", algorithm=p.algorithm)
+                self._fault(str(exc), algorithm=p.algorithm)
                 return
-            qa_safe, _, _ = limit_setpoint(self.limits, stepper.qa, proposed, self.period)
-            stepper.commit(qa_safe)
-            qa = stepper.qa
-            tau = stepper.tau if self.config.loop.effort_feedforward else None
-            if not all_finite(qa, tau, stepper.q_bar):
-                self._hold_last()
-                self._fault("non-finite setpoint", algorithm=p.algorithm)
-                return
+            if out.switched_from:
+                self._event("info", code="algorithm_switch", to=p.algorithm,
+                            frm=out.switched_from)
+            qa, tau, x_meas, x_used = out.qa, out.tau, out.x_meas, out.x_used
             self.link.send_setpoint(qa, tau)  # type: ignore[union-attr]
             t_sent = time.perf_counter()
             latency = t_sent - sample.host_time
@@ -633,13 +677,11 @@ class Controller:
             qa_ref = tuple(qa.tolist())
             tau_ff = tuple(tau.tolist()) if tau is not None else ()
             self._last["qa_ref"], self._last["tau"] = qa_ref, (tau_ff or None)
-            if x_meas is None:
-                x_meas = model.fk(q)
-            q_bar = stepper.q_bar
-            residual = stepper.residual
+            q_bar, residual = out.q_bar, out.residual
         else:
             x_meas = model.fk(q)
             x_used = x_meas
+            stepper = self.step.stepper
             q_bar = stepper.q_bar if stepper is not None else q
             residual = math.nan
         err = float(np.linalg.norm(p.target - x_used))
@@ -659,17 +701,6 @@ class Controller:
             for sub in subs:
                 sub.put(cs)
 
-    def _switch(self, old: Stepper | None, name: str, q: np.ndarray) -> Stepper:
-        """Bumpless (re)start: from the measured q after arming, else from the old q̄."""
-        stepper = make_stepper(name, self.model)
-        start = q if (self._reset_pending or old is None) else old.q_bar
-        stepper.reset(start, self.limits.qa_min, self.limits.qa_max)
-        if old is not None and not self._reset_pending:
-            self._event("info", code="algorithm_switch", to=name, frm=old.name)
-        self._reset_pending = False
-        self._stepper = stepper
-        return stepper
-
     def _hold_last(self) -> None:
         link, qa = self.link, self._last.get("qa_ref")
         if link is not None and qa is not None and self.state == State.RUNNING:
@@ -683,7 +714,7 @@ class Controller:
         last = self._last
         p = self._params
         err = last.get("task_error", math.nan)
-        st = self._stepper
+        st = self.step.stepper
         residual = st.residual if st is not None else math.nan
         link = self.link
         out = {
@@ -701,6 +732,8 @@ class Controller:
             "rate_hz": self.config.loop.rate,
             "pacing": self.config.loop.pacing,
             "target": p.target.tolist(),
+            "target_status": self.target_status,
+            "target_note": self.target_note,
             "x": _list(last.get("x")),
             "q": _list(last.get("q")),
             "q_bar": _list(last.get("q_bar")),

@@ -5,6 +5,10 @@ controller's for the GIL, exactly as a microcontroller would not. It prints ``PT
 its first line; we also ask it to keep a symlink (``--link``) to the current pty, so that after
 a simulated unplug (``--disconnect-after``) the controller reconnects under the same name, as
 a re-plugged USB device reappears under ``/dev/serial/by-id``.
+
+The device never outlives us: it gets our pid (``--parent-pid``) and exits when we die, even by
+SIGKILL (:mod:`poise.firmware_bridge.lifetime`), and it owns the temporary directory of the
+symlink (``--own-link-dir``): whatever ends it, it removes the link and the directory.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ import threading
 import time
 from collections.abc import Sequence
 
-#: Environment variable that replaces ``python -m poise device sim`` (e.g. another simulator).
+#: Environment variable that replaces ``python -m poise device sim`` (e.g. another simulator;
+#: it gets the same flags, including ``--link PATH --own-link-dir --parent-pid PID``).
 SIM_COMMAND_ENV = "POISE_DEVICE_SIM_COMMAND"
 
 
@@ -60,7 +65,8 @@ class SimDevice:
     def command(self) -> list[str]:
         base = os.environ.get(SIM_COMMAND_ENV)
         cmd = shlex.split(base) if base else [sys.executable, "-m", "poise", "device", "sim"]
-        cmd += ["--model", self.model, "--rate", str(round(self.rate)), "--link", self.path]
+        cmd += ["--model", self.model, "--rate", str(round(self.rate)), "--link", self.path,
+                "--own-link-dir", "--parent-pid", str(os.getpid())]
         if self.params:
             cmd += ["--params", self.params]
         return cmd + list(self.extra)

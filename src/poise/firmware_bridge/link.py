@@ -7,8 +7,10 @@ handshake and matches acknowledgements. The transports only move bytes.
 
 from __future__ import annotations
 
+import errno as _errno
 import math
 import time
+from array import array
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,6 +40,10 @@ class SchemaMismatchError(LinkError):
 
 class NotConnectedError(LinkError):
     """The link is down (unplugged, reconnecting, or closed)."""
+
+
+class PortBusyError(LinkError):
+    """Another process holds the serial port (every poise link opens its port exclusively)."""
 
 
 @dataclass(frozen=True)
@@ -103,13 +109,57 @@ class SensorSample:
     sensors: m.Sensors
 
 
+class RoundTrip:
+    """Setpoint round-trip times: a fixed ring of the last :attr:`WINDOW` samples [s], and the
+    count and maximum of all of them. Recording allocates nothing beyond the sample.
+
+    Percentiles are over the window (the recent past), ``max`` and ``count`` over every
+    sample since the link was created.
+    """
+
+    WINDOW = 4096
+
+    def __init__(self) -> None:
+        self._ring = array("d", bytes(8 * self.WINDOW))
+        self.count = 0
+        self.max = 0.0
+
+    def record(self, rtt: float) -> None:
+        """Add one round-trip time [s]."""
+        self._ring[self.count % self.WINDOW] = rtt
+        self.count += 1
+        if rtt > self.max:
+            self.max = rtt
+
+    def percentile(self, p: float) -> float:
+        """Percentile ``p`` (0–100) of the window [s]; NaN without samples."""
+        n = min(self.count, self.WINDOW)
+        if n == 0:
+            return math.nan
+        xs = sorted(self._ring[:n])
+        return xs[min(n - 1, max(0, round(p / 100 * (n - 1))))]
+
+    def as_dict(self) -> dict[str, float | int | None]:
+        """``{"count", "p50", "p99", "max"}`` in µs (``None`` without samples)."""
+        if self.count == 0:
+            return {"count": 0, "p50": None, "p99": None, "max": None}
+        return {"count": self.count, "p50": round(self.percentile(50) * 1e6, 1),
+                "p99": round(self.percentile(99) * 1e6, 1), "max": round(self.max * 1e6, 1)}
+
+
 @dataclass
 class LinkStats:
     """Link statistics (host side).
 
     ``rtt`` samples: time from sending a host frame to receiving the first sensor frame that echoes
-    its sequence number (``last_rx_seq``; for setpoints also ``last_setpoint_seq``). It includes
+    its sequence number in ``last_rx_seq`` (any host frame; heartbeats while idle). It includes
     up to one sensor period of waiting for the next frame.
+
+    ``setpoint_rtt`` (``rtt_us`` in :meth:`as_dict`): time from writing the setpoint with
+    sequence number *s* to receiving the first sensor frame whose ``last_setpoint_seq`` is *s*:
+    the whole loop through the wire and the device, as the controller experiences it (it also
+    includes up to one sensor period). Setpoints the device replaced before it reported them
+    (two arriving within one sensor period) give no sample.
     """
 
     rx_frames: int = 0
@@ -123,6 +173,7 @@ class LinkStats:
     sample_overruns: int = 0
     decode: dict[str, int] = field(default_factory=dict)
     rtt: deque[float] = field(default_factory=lambda: deque(maxlen=4096))
+    setpoint_rtt: RoundTrip = field(default_factory=RoundTrip)
     first_sensor_time: float | None = None
     last_sensor_time: float | None = None
     _rate_frames: int = 0
@@ -162,7 +213,13 @@ class LinkStats:
             "sample_overruns": self.sample_overruns, "rtt_samples": len(self.rtt),
             "rtt_ms": {"p50": self.rtt_percentile(50) * ms, "p95": self.rtt_percentile(95) * ms,
                        "max": self.rtt_percentile(100) * ms},
+            "rtt_us": self.setpoint_rtt.as_dict(),
         }
+
+
+#: Setpoint send times kept for the round trip (a ring indexed by ``seq % SETPOINT_RING``):
+#: enough for 4 s of setpoints in flight at 1 kHz.
+SETPOINT_RING = 4096
 
 
 class LinkCore:
@@ -192,6 +249,9 @@ class LinkCore:
         self._rx_expected: int | None = None
         self._last_echo: int | None = None
         self._last_sp_echo: int | None = None
+        # setpoint send times by seq % SETPOINT_RING, and which seq each slot holds (-1: none)
+        self._sp_sent = array("d", bytes(8 * SETPOINT_RING))
+        self._sp_seq = array("l", [-1]) * SETPOINT_RING
         self.last_tx_time = 0.0
 
     # ------------------------------------------------------------- tx
@@ -203,6 +263,10 @@ class LinkCore:
         self._sent_at[seq] = now
         self.last_tx_time = now
         self.stats.tx_frames += 1
+        if type(msg) is m.Setpoint:
+            slot = seq % SETPOINT_RING
+            self._sp_sent[slot] = now
+            self._sp_seq[slot] = seq
         return seq, m.encode(msg, seq, int((now - self._t0) * 1e6))
 
     # ------------------------------------------------------------- rx
@@ -263,6 +327,14 @@ class LinkCore:
                 st.rtt.append(now - sent)
                 self._sent_at[echo] = math.nan  # one sample per host frame
         self._last_echo = echo
+        sp = msg.last_setpoint_seq
+        if sp != self._last_sp_echo:
+            if self._last_sp_echo is not None:
+                slot = sp % SETPOINT_RING
+                if self._sp_seq[slot] == sp:
+                    st.setpoint_rtt.record(now - self._sp_sent[slot])
+                    self._sp_seq[slot] = -1  # one sample per setpoint
+            self._last_sp_echo = sp
         sample = SensorSample(now, fr.header.seq, fr.header.timestamp_us, msg)
         self.last_sensors = sample
         if self.on_sensors:
@@ -273,6 +345,7 @@ class LinkCore:
         self.decoder.reset()
         self._rx_expected = None
         self._last_echo = None
+        self._last_sp_echo = None
 
     # ------------------------------------------------------------- handshake
     def description(self) -> DeviceDescription | None:
@@ -317,8 +390,11 @@ def port_error(port: str, exc: BaseException) -> LinkError:
         return PortNotFoundError(f"{port}: no such device")
     if errno == 13 or "Permission denied" in text:
         return LinkError(f"{port}: permission denied (is the user in the 'dialout' group?)")
-    if errno == 16 or "busy" in text.lower():
-        return LinkError(f"{port}: device busy (another program has it open)")
+    if errno in (_errno.EAGAIN, _errno.EWOULDBLOCK, _errno.EBUSY) or \
+            "exclusively lock" in text or "busy" in text.lower():
+        return PortBusyError(f"{port} is already in use by another process (opened "
+                             "exclusively); stop the other poise run (or whatever holds the "
+                             "port) first")
     return LinkError(f"{port}: cannot open: {text}")
 
 

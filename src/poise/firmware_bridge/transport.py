@@ -4,7 +4,10 @@ Both do the handshake on connect (refusing a protocol-version or schema mismatch
 that says what differs), keep :class:`~poise.firmware_bridge.link.LinkStats`, send heartbeats
 while idle, reconnect after an unplug (re-handshake, same schema required), and deliver decoded
 sensor frames with host receive timestamps so that a controller can pace its loop by the
-device's stream. ``send_setpoint`` never blocks on the device.
+device's stream. ``send_setpoint`` never blocks on the device. Both open the port exclusively
+(pyserial ``exclusive=True``, an ``flock``): a second poise process that tries the same port is
+refused with :class:`~poise.firmware_bridge.link.PortBusyError` and the first one keeps its
+stream undisturbed.
 
 Which one to use (measured in this environment, see ARCHITECTURE.md): a pty round trip costs
 ~10 µs p50 with blocking pyserial in a thread and ~100 µs p50 (~250 µs p99) through the asyncio
@@ -22,6 +25,7 @@ import queue
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
 
 import serial
 import serial_asyncio_fast
@@ -34,6 +38,7 @@ from poise.firmware_bridge.link import (
     LinkError,
     LinkStats,
     NotConnectedError,
+    PortBusyError,
     PortNotFoundError,
     SchemaMismatchError,
     SensorSample,
@@ -51,6 +56,7 @@ __all__ = [
     "LinkError",
     "LinkStats",
     "NotConnectedError",
+    "PortBusyError",
     "PortNotFoundError",
     "SchemaMismatchError",
     "SensorSample",
@@ -83,6 +89,12 @@ class _LinkSettings:
         self.user_on_sensors = on_sensors
         self.core = LinkCore(on_sensors=self._on_sample, on_fault=on_fault)
         self.description: DeviceDescription | None = None
+
+    def _port_options(self) -> dict[str, Any]:
+        """pyserial options both transports open the port with: the baud rate and an exclusive
+        lock (``flock``), so that a second process cannot share the port and interleave its
+        frames with ours; it gets :class:`PortBusyError` instead."""
+        return {"baudrate": self.baudrate, "exclusive": True}
 
     def _on_sample(self, sample: SensorSample) -> None:
         raise NotImplementedError
@@ -234,7 +246,7 @@ class AsyncLink(_LinkSettings):
         loop = asyncio.get_running_loop()
         try:
             transport, _ = await serial_asyncio_fast.create_serial_connection(
-                loop, lambda: _Protocol(self), self.port, baudrate=self.baudrate)
+                loop, lambda: _Protocol(self), self.port, **self._port_options())
         except (serial.SerialException, OSError) as exc:
             raise port_error(self.port, exc) from None
         self._transport = transport
@@ -249,6 +261,10 @@ class AsyncLink(_LinkSettings):
             t, self._transport = self._transport, None
             with contextlib.suppress(Exception):
                 t.abort()
+            # abort() closes the port in a background task that may never run (the event
+            # loop ends); close it now so that its exclusive lock is released at once.
+            with contextlib.suppress(Exception):
+                t.serial.close()
 
     async def _handshake(self) -> DeviceDescription:
         sent: list[tuple[str, bytes]] = []
@@ -468,7 +484,8 @@ class SerialLink(_LinkSettings):
 
     def _open_port(self) -> None:
         try:
-            ser = serial.Serial(self.port, self.baudrate, timeout=0.05, write_timeout=0.5)
+            ser = serial.Serial(self.port, **self._port_options(), timeout=0.05,
+                                write_timeout=0.5)
         except (serial.SerialException, OSError) as exc:
             raise port_error(self.port, exc) from None
         with contextlib.suppress(Exception):

@@ -13,9 +13,10 @@ from typing import Any
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-ALGORITHMS = ("alg1", "alg2", "plain")
-MODES = ("ff", "fb")
-GAIN_KEYS = ("gamma", "gamma_z", "gamma_e", "damping")
+from poise.controller.rules import ALGORITHMS, MODES, RATE_GAINS
+
+#: The gains the dashboard edits: the rate gains and λ (names owned by poise.controller.rules).
+GAIN_KEYS = (*RATE_GAINS, "damping")
 GAIN_TIPS = {
     "gamma": "Γ: task gain of Algorithm 1 and classic IK [1/s]",
     "gamma_z": "ΓZ: task gain of Algorithm 2 [1/s]",

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,29 @@ ROOT = "poise"
 #: Topics of the selected robot the dashboard subscribes to (besides ``+/$state``).
 ROBOT_TOPICS = ("telemetry", "params", "model", "response", "events")
 DEFAULT_URL = "mqtt://127.0.0.1:1883"
+#: ``$state`` values of a robot with no service running: ``offline`` (it said goodbye), ``lost``
+#: (its last will: it vanished) and ``gone`` (the dashboard's name for a cleared ``$state``).
+NOT_LIVE = frozenset({"offline", "lost", "gone"})
+
+
+def is_live(state: str) -> bool:
+    """Whether a robot in ``$state`` ``state`` has a service running (anything but
+    :data:`NOT_LIVE`)."""
+    return state not in NOT_LIVE
+
+
+def choose_robot(states: Mapping[str, str], current: str | None) -> str | None:
+    """The robot a dashboard started without ``--robot`` follows.
+
+    The current one while it is live; else the first live robot seen (``states`` in the order
+    robots appeared); else the current one (a robot that went offline stays on screen until a
+    live one appears). Never picks a robot that is not live: retained topics of a stopped
+    service would show a stale run as if it were the current one.
+    """
+    if current is not None and is_live(states.get(current, "gone")):
+        return current
+    live = next((robot for robot, state in states.items() if is_live(state)), None)
+    return live if live is not None else current
 
 
 def topic(robot_id: str, leaf: str) -> str:

@@ -25,6 +25,7 @@ from poise.gui.controls import ControlPanel, summary
 from poise.gui.curves import CurvesPanel
 from poise.gui.plane import ConfigPlane, PlaneData, compute_plane
 from poise.gui.ring import TelemetryBuffer, layout_of
+from poise.gui.topics import choose_robot
 from poise.models import ModelError, model_from_dict
 
 FRAME_MS = 33
@@ -38,7 +39,9 @@ class DashboardWindow(QtWidgets.QMainWindow):
 
     Args:
         link: the MQTT link (None: no network, e.g. for the frame-time benchmark).
-        robot: robot id to follow (None: the first one that publishes ``$state``).
+        robot: robot id to follow (None: a live one, see :func:`~poise.gui.topics.choose_robot`:
+            never an ``offline`` or ``lost`` robot's retained topics, and a switch to a live
+            robot when one appears, until the operator picks one in the selector).
         capacity: telemetry samples kept per channel.
     """
 
@@ -48,6 +51,10 @@ class DashboardWindow(QtWidgets.QMainWindow):
         self.setWindowTitle("poise dashboard")
         self.link = link
         self.wanted_robot = robot
+        #: follow a live robot by itself (no ``--robot``, and the operator has not chosen one)
+        self.auto_select = robot is None
+        self.robot_states: dict[str, str] = {}
+        self._state_payloads: dict[str, dict[str, Any]] = {}
         self.capacity = capacity
         self.buffer: TelemetryBuffer | None = None
         self.model: Any = None
@@ -86,7 +93,7 @@ class DashboardWindow(QtWidgets.QMainWindow):
         self._toolbar()
 
         self.controls.command.connect(self.send)
-        self.controls.robot_selected.connect(self.select_robot)
+        self.controls.robot_selected.connect(self.operator_selected)
         self.arm.target_dragged.connect(lambda value: self.send("target", value))
         if link is not None:
             link.connection.connect(self.controls.set_broker)
@@ -135,13 +142,30 @@ class DashboardWindow(QtWidgets.QMainWindow):
 
     def on_robot_state(self, robot: str, payload: dict[str, Any]) -> None:
         state = str(payload.get("state", "?"))
+        self.robot_states[robot] = state
+        self._state_payloads[robot] = payload
         current = self.link.robot if self.link is not None else None
-        if current is None and (self.wanted_robot in (None, robot)) and state != "lost":
-            self.select_robot(robot)
-            current = robot
+        if self.link is not None:
+            if self.auto_select:
+                choice = choose_robot(self.robot_states, current)
+            elif current is None and self.wanted_robot == robot and state != "lost":
+                choice = robot
+            else:
+                choice = current
+            if choice is not None and choice != current:
+                self.select_robot(choice)
+                current = choice
         self.controls.set_robot_state(robot, state, current)
-        if robot == current:
-            self.controls.set_service(payload)
+        if current is not None and current in self._state_payloads:
+            self.controls.set_service(self._state_payloads[current])
+
+    def operator_selected(self, robot: str) -> None:
+        """The operator picked ``robot`` in the selector: follow it, whatever its state, and
+        stop switching robots by ourselves."""
+        self.auto_select = False
+        self.select_robot(robot)
+        if robot in self._state_payloads:
+            self.controls.set_service(self._state_payloads[robot])
 
     def select_robot(self, robot: str) -> None:
         """Follow another robot: forget the old one's data, subscribe to the new one."""

@@ -255,6 +255,11 @@ class CC3D:
         """Nominal lengths (N,) [m]."""
         return np.array(self.lengths)
 
+    @property
+    def reach(self) -> float:
+        """Farthest the tip can be from the base [m] (all segments straight)."""
+        return float(sum(self.lengths))
+
     def split(self, q: ArrayLike) -> tuple[FloatArray, FloatArray]:
         """``(κ, φ)`` each (..., N) from ``q (..., 2N)``."""
         q = np.asarray(q, dtype=float)

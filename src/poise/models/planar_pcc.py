@@ -138,6 +138,8 @@ class PlanarPCC:
         self.stiffness = np.array([s.stiffness for s in segs])
         self.q_rest = np.array([s.rest for s in segs])
         self.lengths = np.array([s.length for s in segs])
+        #: Farthest any point can be from the origin [m] (base offset + every segment).
+        self.reach = float(np.hypot(*spec.base) + self.lengths.sum())
         self.base = complex(*spec.base)
         self.base_angle = spec.zero_direction if isinstance(spec.zero_direction, float) \
             else DIRECTIONS[spec.zero_direction]

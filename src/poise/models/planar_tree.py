@@ -125,6 +125,8 @@ class PlanarTree:
         self.masses = np.array([b.mass for b in bodies])
         self.inertias = np.array([b.inertia for b in bodies])
         self.base = np.array(spec.base, dtype=float)
+        #: Farthest any point can be from the origin [m] (base offset + every rod).
+        self.reach = float(np.hypot(*self.base) + sum(b.length for b in bodies))
         base_angle = spec.zero_direction if isinstance(spec.zero_direction, float) \
             else DIRECTIONS[spec.zero_direction]
 

@@ -179,12 +179,19 @@ def _number_rule(gt: float | None, ge: float | None, finite: bool) -> str:
     return "must be a finite number" if finite else "must be a number"
 
 
+#: Largest magnitude of any finite number in a model file (SI units): a length of 1e300 m is a
+#: mistake, and squaring it overflows.
+MAX_MAGNITUDE = 1e6
+
+
 def _check_number(value: Any, gt: float | None, ge: float | None, finite: bool, err) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise err()
     x = float(value)
     if math.isnan(x) or (finite and math.isinf(x)):
         raise err()
+    if math.isfinite(x) and abs(x) > MAX_MAGNITUDE:
+        raise ModelError(f"{err()}: |value| must be <= {MAX_MAGNITUDE:g} (SI units)")
     if (gt is not None and not x > gt) or (ge is not None and not x >= ge):
         raise err()
     return x

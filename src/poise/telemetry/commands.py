@@ -17,23 +17,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from poise.controller.bus import COMMAND_NAMES, Command, CommandResponse
+from poise.controller import rules
+from poise.controller.bus import Command, CommandResponse
 
 #: Largest payload accepted [bytes].
 MAX_PAYLOAD = 65_536
-
-#: Keys accepted in a ``gains`` value: finite floats ≥ 0, and ``update`` (Algorithm 1's update
-#: rule, a name the controller checks).
-GAIN_KEYS = ("gamma", "gamma_z", "gamma_e", "damping", "update")
-
-#: Upper bound on a gain (well beyond any sensible value; the controller may refuse lower ones).
-MAX_GAIN = 1e6
-
-#: Upper bound on |target component| [task units]: catches unit mistakes (mm for m).
-MAX_TARGET = 1e3
-
-MODES = ("ff", "fb")
-RUN_VALUES = ("start", "stop")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,81 +30,58 @@ class Limits:
 
     Attributes:
         task_dim: required length of a ``target`` (None: any non-empty length).
-        algorithms: names accepted by ``algorithm`` (None: any short identifier).
+        algorithms: names accepted by ``algorithm`` (None: :data:`~poise.controller.rules.
+            ALGORITHMS`).
+        rate: the loop rate [Hz] that bounds the gains (None: the highest rate).
+        reach: the robot's reach [m] that bounds a target (None: 1e3).
     """
 
     task_dim: int | None = None
     algorithms: tuple[str, ...] | None = None
+    rate: float | None = None
+    reach: float | None = None
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any] | None) -> Limits:
-        """Limits read from a ``params`` dictionary (``task_dim``, ``algorithms``), if present."""
+        """Limits read from a ``params`` dictionary (``task_dim``, ``algorithms``, ``rate``,
+        ``reach``), if present."""
         if not params:
             return cls()
         task_dim = params.get("task_dim")
         algorithms = params.get("algorithms")
+
+        def number(key: str) -> float | None:
+            v = params.get(key)
+            ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+            return float(v) if ok and v > 0 else None
+
         return cls(task_dim=int(task_dim) if isinstance(task_dim, int) else None,
-                   algorithms=tuple(algorithms) if isinstance(algorithms, list | tuple) else None)
+                   algorithms=tuple(algorithms) if isinstance(algorithms, list | tuple) else None,
+                   rate=number("rate"), reach=number("reach"))
 
 
 class Refused(ValueError):
     """A command that fails the edge check; the message is the reason sent back."""
 
 
-def _number(value: Any, what: str, lo: float, hi: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise Refused(f"{what} must be a number, got {type(value).__name__}")
-    x = float(value)
-    if not math.isfinite(x):
-        raise Refused(f"{what} must be finite, got {value!r}")
-    if not lo <= x <= hi:
-        raise Refused(f"{what} = {x:g} out of range [{lo:g}, {hi:g}]")
-    return x
-
-
 def validate(name: str, value: Any, limits: Limits = Limits()) -> Any:
-    """Check ``value`` for command ``name`` and return it normalised; raise :class:`Refused`."""
-    if name not in COMMAND_NAMES:
-        raise Refused(f"unknown command {name!r}; known: {', '.join(COMMAND_NAMES)}")
-    if name == "target":
-        if isinstance(value, dict) and "x" in value:
-            value = value["x"]
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            value = [value]  # a bare number for a 1-D task
-        if not isinstance(value, list | tuple) or not value:
-            raise Refused("target must be a non-empty list of numbers")
-        if limits.task_dim is not None and len(value) != limits.task_dim:
-            raise Refused(f"target has {len(value)} components, the task has {limits.task_dim}")
-        return [_number(v, f"target[{i}]", -MAX_TARGET, MAX_TARGET) for i, v in enumerate(value)]
-    if name == "gains":
-        if not isinstance(value, dict) or not value:
-            raise Refused(f"gains must be an object with some of {', '.join(GAIN_KEYS)}")
-        unknown = sorted(set(value) - set(GAIN_KEYS))
-        if unknown:
-            raise Refused(f"unknown gain {', '.join(unknown)}; known: {', '.join(GAIN_KEYS)}")
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            if k == "update":
-                if not isinstance(v, str) or not v or len(v) > 32:
-                    raise Refused("update must be a name (e.g. \"dls\")")
-                out[k] = v
-            else:
-                out[k] = _number(v, k, 0.0, MAX_GAIN)
-        return out
-    if name == "algorithm":
-        if not isinstance(value, str) or not value or len(value) > 64:
-            raise Refused("algorithm must be a non-empty name (at most 64 characters)")
-        if limits.algorithms is not None and value not in limits.algorithms:
-            raise Refused(f"unknown algorithm {value!r}; known: {', '.join(limits.algorithms)}")
-        return value
-    if name == "mode":
-        if value not in MODES:
-            raise Refused(f"mode must be one of {', '.join(MODES)}, got {value!r}")
-        return value
-    if name == "run":
-        if value not in RUN_VALUES:
-            raise Refused(f"run must be one of {', '.join(RUN_VALUES)}, got {value!r}")
-        return value
+    """Check ``value`` for command ``name`` by the rules every entry point shares
+    (:mod:`poise.controller.rules`) and return it normalised; raise :class:`Refused`."""
+    try:
+        if name not in rules.COMMAND_NAMES:
+            raise Refused(f"unknown command {name!r}; known: {', '.join(rules.COMMAND_NAMES)}")
+        if name == "target":
+            return rules.check_target(value, limits.task_dim, limits.reach)
+        if name == "gains":
+            return rules.check_gains(value, limits.rate or rules.MAX_RATE)
+        if name == "algorithm":
+            return rules.check_choice(value, limits.algorithms or rules.ALGORITHMS, "algorithm")
+        if name == "mode":
+            return rules.check_choice(value, rules.MODES, "mode")
+        if name == "run":
+            return rules.check_choice(value, rules.RUN_VALUES, "run")
+    except rules.RuleError as exc:
+        raise Refused(str(exc)) from None
     return value  # estop, clear: any value
 
 

@@ -4,28 +4,33 @@
 (≤ 100 messages/s) it drains the controller's :class:`SampleQueue` and publishes one columnar
 batch of all samples since the last on ``telemetry`` (QoS 0); it republishes ``$state`` and
 ``params`` (retained) when they change and forwards events (QoS 1). Commands arriving on
-``set/<name>`` are parsed and checked (:mod:`poise.telemetry.commands`), handed to the command
-handler's ``submit`` one at a time in arrival order (in a worker thread, so a slow ``submit``
-never stalls publishing), and answered on ``response`` (QoS 1).
+``set/<name>`` are parsed and checked (:mod:`poise.telemetry.commands`) as they arrive — an
+e-stop comes on a second connection of its own, so it is never behind a flood of commands in
+one socket, and a stop overtakes every message still waiting in the receive queue — and posted
+to the handler's :class:`~poise.controller.dispatch.CommandDispatcher` (``handler.post``, or one
+the bridge builds around ``handler.submit``): the e-stop and stop act at once, the rest are
+coalesced and applied in order in its worker thread, so nothing slow ever sits on the receive
+path. Each command is answered exactly once on ``response`` (QoS 1).
 
 Losing the broker never reaches the control loop: the loop only ever ``put`` s into bounded
 drop-oldest queues. The bridge reconnects with exponential backoff (0.2 s … 5 s), resubscribes,
 republishes the retained topics, discards telemetry that went stale while disconnected (counted
 in ``dropped``), and sends responses and events still owed (they stay queued until the broker
 acknowledges them). A command is therefore either answered, or — if the broker was down — never
-received. Retained messages on ``set/…`` are refused, never executed: a stale retained command
-must not move the arm at every reconnect.
+received; commands received but not yet handled when the connection drops are answered "send it
+again", and when the service stops, "service stopping". Retained messages on ``set/…`` are
+refused, never executed: a stale retained command must not move the arm at every reconnect.
 
 The command handler is duck-typed: anything with ``submit(Command) -> CommandResponse``
 (thread-safe) and a ``state`` attribute (a string, or an enum whose ``value``/``name`` is one);
-optionally ``params()`` (or a ``params`` mapping) for the live parameters.
+optionally ``post(Command, reply)``, ``params()`` (or a ``params`` mapping) for the live
+parameters, and ``target_status`` (published in ``$state``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import concurrent.futures
 import contextlib
 import dataclasses
 import logging
@@ -42,6 +47,7 @@ from typing import Any, Protocol
 import aiomqtt
 
 from poise.controller.bus import Command, CommandResponse, CycleSample, Event, SampleQueue
+from poise.controller.dispatch import CommandDispatcher
 from poise.telemetry import commands as cmds
 from poise.telemetry.topics import LOST, Topics, check_robot_id, dumps, encode_batch, state_dict
 
@@ -49,6 +55,11 @@ log = logging.getLogger(__name__)
 
 #: Most telemetry messages per second the bridge will send.
 MAX_RATE_HZ = 100.0
+#: Commands served on a connection of their own, so a flood on ``set/#`` never delays them.
+URGENT_TOPICS = ("estop",)
+#: Owed QoS-1 messages published at once (aiomqtt warns past its pending-calls threshold,
+#: which the bridge raises to this).
+WINDOW = 64
 
 
 class CommandHandler(Protocol):
@@ -181,11 +192,15 @@ class MqttConfig:
         return ctx
 
     def client(self, *, will: aiomqtt.Will | None = None, identifier: str | None = None,
-               clean_session: bool = True) -> aiomqtt.Client:
-        """An aiomqtt client for this broker (not yet connected)."""
+               clean_session: bool = True,
+               queue_type: type[asyncio.Queue[aiomqtt.Message]] | None = None
+               ) -> aiomqtt.Client:
+        """An aiomqtt client for this broker (not yet connected); ``queue_type`` orders the
+        received messages (aiomqtt's option)."""
         return aiomqtt.Client(
             self.host, self.port, username=self.username, password=self.password,
             identifier=identifier, will=will, clean_session=clean_session,
+            queue_type=queue_type,
             keepalive=self.keepalive, timeout=5.0, tls_context=self.tls_context(),
             transport=self.transport,  # type: ignore[arg-type]
             websocket_path=self.websocket_path,
@@ -221,9 +236,12 @@ def static_params(handler: Any) -> dict[str, Any]:
     rate = getattr(getattr(getattr(handler, "config", None), "loop", None), "rate", None)
     if isinstance(rate, int | float):
         out["rate"] = float(rate)
+    reach = getattr(handler, "reach", None)
+    if isinstance(reach, int | float) and not isinstance(reach, bool):
+        out["reach"] = float(reach)
     if out:
         with contextlib.suppress(ImportError):
-            from poise.controller.config import ALGORITHMS
+            from poise.controller.rules import ALGORITHMS
 
             out["algorithms"] = list(ALGORITHMS)
     return out
@@ -262,7 +280,14 @@ class MqttBridge:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event | None = None
         self._started = threading.Event()
-        self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mqtt-cmd")
+        # Commands go to the handler's dispatcher, or to one of our own around its submit.
+        post = getattr(handler, "post", None)
+        self._own_dispatcher = None if callable(post) else CommandDispatcher(handler.submit)
+        self._post = post if callable(post) else self._own_dispatcher.post  # type: ignore[union-attr]
+        self._rx: _ReceiveQueue | None = None
+        # e-stops come on a connection and a thread of their own: never behind a flood of
+        # other commands in one socket or one event loop
+        self._urgent = _UrgentListener(self)
         # Owed QoS-1 messages (responses, events): removed only once the broker has them.
         self._owed: collections.deque[tuple[str, bytes]] = collections.deque(maxlen=100_000)
         self._owed_lock: asyncio.Lock | None = None
@@ -279,6 +304,7 @@ class MqttBridge:
             return self
         self._thread = threading.Thread(target=self._thread_main, name="poise-mqtt", daemon=True)
         self._thread.start()
+        self._urgent.start()
         self._started.wait(5)
         return self
 
@@ -289,9 +315,11 @@ class MqttBridge:
         if self._loop is not None and self._stopping is not None:
             with contextlib.suppress(RuntimeError):
                 self._loop.call_soon_threadsafe(self._stopping.set)
+        self._urgent.stop(timeout)
         self._thread.join(timeout)
         self._thread = None
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        if self._own_dispatcher is not None:
+            self._own_dispatcher.close()
 
     def __enter__(self) -> MqttBridge:
         return self.start()
@@ -364,7 +392,9 @@ class MqttBridge:
         cfg, topics = self.config, self.topics
         will = aiomqtt.Will(topics.state, dumps(LOST), qos=1, retain=True)
         ident = f"poise-{cfg.robot_id}-{os.getpid()}-{random.randrange(1 << 32):08x}"
-        async with cfg.client(will=will, identifier=ident) as client:
+        async with cfg.client(will=will, identifier=ident, queue_type=self._queue_type()) \
+                as client:
+            client.pending_calls_threshold = WINDOW + 16  # our window, not a warning per call
             await client.subscribe(topics.set_filter, qos=1)
             self._discard_stale()
             self._last_state = None
@@ -373,48 +403,40 @@ class MqttBridge:
                 await client.publish(topics.model, dumps(self.model), qos=1, retain=True,
                                      timeout=5)
             await self._publish_status(client)  # retained $state and params first ...
+            await asyncio.to_thread(self._urgent.connected.wait, 5.0)  # ... e-stops served ...
             self.connected.set()  # ... so "connected" means "announced"
             self.stats.connects += 1
             self.stats.last_error = ""
             log.info("MQTT connected to %s as %s", cfg.url, topics.base)
+            # the message iterator raises as soon as the connection drops, so the session
+            # ends then even while the pump waits for an acknowledgement
             tasks = {asyncio.create_task(self._pump(client)),
-                     asyncio.create_task(self._serve_commands(client)),
-                     asyncio.create_task(self._watch(client))}
+                     asyncio.create_task(self._serve_commands(client))}
             try:
                 done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 for task in tasks:
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
-                self._refuse_unprocessed(client)
-            for task in done:
-                if task.exception() is not None:
-                    raise task.exception()  # type: ignore[misc]
+            failed = [t.exception() for t in done if t.exception() is not None]
+            self._refuse_unprocessed(
+                "connection to the broker lost before the command was handled; send it again"
+                if failed else "service stopping: command not applied")
+            if failed:
+                raise failed[0]  # type: ignore[misc]
             # clean stop: answer what is in hand, tell the world, disconnect (no will)
-            await asyncio.wrap_future(self._executor.submit(lambda: None))  # submit drained
             await self._flush_owed(client)
             await client.publish(topics.state, dumps(self._state_payload("offline",
                                  "service stopped")), qos=1, retain=True, timeout=2)
             return True
 
-    @staticmethod
-    async def _watch(client: aiomqtt.Client) -> None:
-        """End the session as soon as the connection drops, even while another task waits for
-        an acknowledgement that will never come (aiomqtt has no public hook for this)."""
-        disconnected = getattr(client, "_disconnected", None)
-        if disconnected is None:
-            await asyncio.Event().wait()  # no hook: the other tasks notice on their own
-        with contextlib.suppress(Exception):
-            await asyncio.shield(disconnected)
-        raise aiomqtt.MqttError("disconnected from the broker")
-
     def _discard_stale(self) -> None:
         if self.samples is not None:
             self.stats.samples_discarded += len(self.samples.drain())
 
-    def _state_payload(self, state: str, reason: str) -> dict[str, Any]:
+    def _state_payload(self, state: str, reason: str, target: str = "") -> dict[str, Any]:
         return state_dict(state, reason, t=time.time(), device=self.device,
-                          broker=self.config.url)
+                          broker=self.config.url, target=target)
 
     def _params(self) -> dict[str, Any] | None:
         """Live parameters (from ``params`` or the handler), over the static description."""
@@ -477,11 +499,19 @@ class MqttBridge:
     async def _publish_status(self, client: aiomqtt.Client) -> None:
         """Republish the retained ``$state`` and ``params`` if they changed."""
         state = state_name(self.handler.state)
-        if state != self._last_state:
+        target = getattr(self.handler, "target_status", "")
+        target = target if isinstance(target, str) else ""
+        key = f"{state}/{target}"
+        if key != self._last_state:
+            reason = self._reason()
+            note = getattr(self.handler, "target_note", "")
+            if target == "unreachable" and isinstance(note, str) and note and \
+                    state not in ("fault", "estop"):
+                reason = note  # why it is not where it was sent
             await client.publish(self.topics.state,
-                                 dumps(self._state_payload(state, self._reason())),
+                                 dumps(self._state_payload(state, reason, target)),
                                  qos=1, retain=True, timeout=5)
-            self._last_state = state
+            self._last_state = key
         if self._params_dirty:
             self._params_dirty = False
             params = self._params()
@@ -496,30 +526,50 @@ class MqttBridge:
         assert self._owed_lock is not None
         async with self._owed_lock:
             while self._owed:
-                window = [self._owed[i] for i in range(min(64, len(self._owed)))]
+                window = [self._owed.popleft() for _ in range(min(WINDOW, len(self._owed)))]
                 results = await asyncio.gather(
                     *(client.publish(topic, payload, qos=1, timeout=5)
                       for topic, payload in window), return_exceptions=True)
-                for result in results:
-                    if isinstance(result, BaseException):
-                        raise result
-                    self._owed.popleft()
+                # the acknowledged ones are done; the others go back, in order, at the front
+                failed = [(m, r) for m, r in zip(window, results, strict=True)
+                          if isinstance(r, BaseException)]
+                if failed:
+                    self._owed.extendleft(reversed([m for m, _ in failed]))
+                    raise failed[0][1]
 
     async def _serve_commands(self, client: aiomqtt.Client) -> None:
+        """Parse each command as it arrives and post it (never waits for the handler)."""
         async for message in client.messages:
-            name = self.topics.command_name(str(message.topic))
-            if name is None:
-                continue
-            self.stats.commands += 1
-            parsed = self._parse(name, message)
-            if isinstance(parsed, CommandResponse):
-                self._answer(parsed)
-            else:
-                # submit runs in a worker thread and queues its own answer, so the answer
-                # survives this task being cancelled by a lost connection (shield).
-                done = self._executor.submit(self._submit_and_answer, parsed)
-                await asyncio.shield(asyncio.wrap_future(done))
-            await self._flush_owed(client)
+            self._take(message)
+
+    def _take(self, message: aiomqtt.Message, refuse: str = "", urgent: bool = False) -> None:
+        """One received message: answered at once if it is malformed (or ``refuse`` is
+        given), else posted to the dispatcher. While the urgent connection is up, the main
+        one (which sees e-stops too, through ``set/#``) leaves them to it."""
+        name = self.topics.command_name(str(message.topic))
+        if name is None or (not urgent and name in URGENT_TOPICS and
+                            self._urgent.connected.is_set()):
+            return
+        self.stats.commands += 1
+        parsed = self._parse(name, message)
+        if isinstance(parsed, CommandResponse):
+            self._answer(parsed)
+        elif refuse:
+            self._answer(CommandResponse(parsed.id, name, False, refuse))
+        else:
+            self._post(parsed, self._answer)
+
+    def _queue_type(self) -> type[asyncio.Queue[aiomqtt.Message]]:
+        """aiomqtt's receive queue class (its ``queue_type`` option): e-stop and ``run``
+        messages first; the bridge keeps the instance to answer what is left in it."""
+        bridge = self
+
+        class Queue(_ReceiveQueue):
+            def __init__(self, maxsize: int = 0) -> None:
+                super().__init__(maxsize)
+                bridge._rx = self
+
+        return Queue
 
     def _parse(self, name: str, message: aiomqtt.Message) -> Command | CommandResponse:
         if message.retain:
@@ -530,20 +580,11 @@ class MqttBridge:
         raw = payload if isinstance(payload, bytes | bytearray) else str(payload).encode()
         return cmds.parse(name, bytes(raw), self._limits)
 
-    def _refuse_unprocessed(self, client: aiomqtt.Client) -> None:
-        """Answer commands received but not yet handled when the connection dropped."""
-        queue = getattr(client, "_queue", None)  # aiomqtt's receive queue (no public drain)
-        while queue is not None and not queue.empty():
-            message = queue.get_nowait()
-            name = self.topics.command_name(str(message.topic))
-            if name is None:
-                continue
-            self.stats.commands += 1
-            parsed = self._parse(name, message)
-            ident = parsed.id
-            self._answer(CommandResponse(id=ident, command=name, accepted=False,
-                                         reason="connection to the broker lost before the "
-                                                "command was handled; send it again"))
+    def _refuse_unprocessed(self, reason: str) -> None:
+        """Answer the commands received but not yet handled when the session ended."""
+        rx, self._rx = self._rx, None
+        while rx is not None and not rx.empty():
+            self._take(rx.get_nowait(), refuse=reason)
 
     def _answer(self, response: CommandResponse) -> None:
         if response.accepted:
@@ -553,15 +594,81 @@ class MqttBridge:
             self.stats.refused += 1
         self._owed.append((self.topics.response, dumps(response.as_dict())))
 
-    def _submit_and_answer(self, command: Command) -> None:
-        """Worker thread: hand ``command`` to the handler and queue the answer."""
-        try:
-            response = self.handler.submit(command)
-        except Exception as exc:  # the handler must answer; if it raises, we answer for it
-            log.exception("submit(%s) raised", command.name)
-            response = CommandResponse(id=command.id, command=command.name, accepted=False,
-                                       reason=f"internal error: {type(exc).__name__}: {exc}")
-        if not isinstance(response, CommandResponse):
-            response = CommandResponse(id=command.id, command=command.name, accepted=False,
-                                       reason=f"internal error: submit returned {response!r}")
-        self._answer(response)
+
+class _ReceiveQueue(asyncio.PriorityQueue):  # type: ignore[type-arg]
+    """A FIFO of received messages in which stops (``set/run`` with ``"stop"``) and e-stops go
+    first (aiomqtt's documented way to prioritise messages: a ``queue_type`` that orders
+    them)."""
+
+    def __init__(self, maxsize: int = 0) -> None:
+        super().__init__(maxsize)
+        self._count = 0
+
+    def _put(self, item: aiomqtt.Message) -> None:  # type: ignore[override]
+        topic = str(item.topic)
+        payload = item.payload if isinstance(item.payload, bytes) else b""
+        urgent = topic.endswith("/set/estop") or (
+            topic.endswith("/set/run") and b'"stop"' in payload)
+        self._count += 1
+        super()._put((0 if urgent else 1, self._count, item))
+
+    def _get(self) -> aiomqtt.Message:  # type: ignore[override]
+        return super()._get()[2]
+
+
+class _UrgentListener:
+    """The e-stop's own MQTT connection, in its own thread and event loop: subscribed to
+    :data:`URGENT_TOPICS` only, each message handed to the bridge's ``_take`` (which posts it:
+    the e-stop then acts in this thread, straight to the device). Reconnects like the bridge."""
+
+    def __init__(self, bridge: MqttBridge) -> None:
+        self.bridge = bridge
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self.connected = threading.Event()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()),
+                                        name="poise-mqtt-estop", daemon=True)
+        self._thread.start()
+        self._ready.wait(5)
+
+    def stop(self, timeout: float) -> None:
+        if self._loop is not None and self._stopping is not None:
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._stopping.set)
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stopping = asyncio.Event()
+        self._ready.set()
+        backoff = 0.2
+        stopper = asyncio.create_task(self._stopping.wait())
+        while not self._stopping.is_set():
+            session = asyncio.create_task(self._session())
+            await asyncio.wait({session, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            if not session.done():
+                session.cancel()
+            with contextlib.suppress(asyncio.CancelledError, aiomqtt.MqttError, OSError):
+                await session
+            self.connected.clear()
+            if self._stopping.is_set():
+                break
+            backoff = min(backoff * 2, 5.0)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), backoff * random.uniform(0.8, 1.2))
+
+    async def _session(self) -> None:
+        cfg, topics = self.bridge.config, self.bridge.topics
+        ident = f"poise-{cfg.robot_id}-{os.getpid()}-estop-{random.randrange(1 << 32):08x}"
+        async with cfg.client(identifier=ident) as client:
+            for name in URGENT_TOPICS:
+                await client.subscribe(topics.set(name), qos=1)
+            self.connected.set()
+            async for message in client.messages:
+                self.bridge._take(message, urgent=True)

@@ -2,7 +2,8 @@
 
 :func:`read_log` walks the file with ``mcap``'s ``StreamReader`` (one pass, no index needed), so
 a file cut short by a crash yields every record before the damage and reports ``truncated``;
-``mcap.reader.make_reader`` would refuse such a file outright.
+``mcap.reader.make_reader`` would refuse such a file outright. A file that is not MCAP at all
+(another format, or empty) is refused with :class:`NotMcapError`, not reported as damaged.
 """
 
 from __future__ import annotations
@@ -20,6 +21,12 @@ from mcap.stream_reader import StreamReader
 
 #: Per-cycle topics joined by ``seq`` into samples.
 CYCLE_TOPICS = ("/sensors", "/setpoints", "/ik", "/timing")
+#: The first bytes of every MCAP file.
+MCAP_MAGIC = b"\x89MCAP0\r\n"
+
+
+class NotMcapError(ValueError):
+    """The file is not an MCAP file (its first bytes are not the MCAP magic, or it is empty)."""
 
 
 @dataclass
@@ -109,11 +116,22 @@ def _decode_meta(data: dict[str, str]) -> dict[str, Any]:
 
 
 def read_log(path: str | os.PathLike[str]) -> LogContents:
-    """Read every record of ``path`` that survived; never raises on a damaged file."""
+    """Read every record of ``path`` that survived; never raises on a damaged file.
+
+    Raises:
+        NotMcapError: the file does not start like an MCAP file (or is empty).
+        OSError: it cannot be opened.
+    """
     contents = LogContents(path=os.fspath(path))
     channels: dict[int, str] = {}
     schemas: dict[int, str] = {}
     with open(path, "rb") as f:
+        head = f.read(len(MCAP_MAGIC))
+        if not head:
+            raise NotMcapError(f"{contents.path} is not an MCAP file (it is empty)")
+        if not MCAP_MAGIC.startswith(head):  # a shorter head: cut right after it was opened
+            raise NotMcapError(f"{contents.path} is not an MCAP file")
+        f.seek(0)
         try:
             for record in StreamReader(f, skip_magic=False, emit_chunks=False,
                                        validate_crcs=True).records:
@@ -180,6 +198,24 @@ def summary(contents: LogContents) -> dict[str, Any]:
             info["task_error_final"] = float(err[-1])
     info["states"] = [(m["t"], m["from"], m["to"], m["cause"]) for m in contents.topic("/state")]
     info["events"] = len(contents.topic("/events"))
+    info["controller"] = run_summary(contents)
     info["param_changes"] = sum(1 for m in contents.topic("/params") if m["kind"] == "change")
     info["metadata"] = contents.metadata
     return info
+
+
+def run_summary(contents: LogContents) -> dict[str, Any] | None:
+    """What the controller itself reported at the end of the run: its last ``summary`` event
+    (``Controller.summary()``), reduced to ``cycles``, ``missed``, ``missed_pct``, ``state``
+    and ``reason``; None for logs written before controllers published it (or cut short
+    before the end)."""
+    last = None
+    for event in contents.topic("/events"):
+        if event.get("kind") == "summary" and isinstance(event.get("data"), dict):
+            last = event["data"]
+    if last is None:
+        return None
+    timing = last.get("timing") if isinstance(last.get("timing"), dict) else {}
+    return {"cycles": timing.get("cycles"), "missed": timing.get("missed"),
+            "missed_pct": timing.get("missed_pct"), "state": last.get("state"),
+            "reason": last.get("reason")}

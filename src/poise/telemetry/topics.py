@@ -120,9 +120,11 @@ def encode_batch(samples: Sequence[CycleSample], dropped: int) -> bytes:
 
 
 def state_dict(state: str, reason: str = "", *, t: float, device: str = "",
-               broker: str = "") -> dict[str, Any]:
-    """Payload of the retained ``$state`` topic (``t`` in Unix seconds)."""
-    return {"state": state, "reason": reason, "t": t, "device": device, "broker": broker}
+               broker: str = "", target: str = "") -> dict[str, Any]:
+    """Payload of the retained ``$state`` topic (``t`` in Unix seconds; ``target``:
+    ``reachable``, ``unreachable`` or ``""`` when the controller does not say)."""
+    return {"state": state, "reason": reason, "t": t, "device": device, "broker": broker,
+            "target": target}
 
 
 def samples_from_batch(batch: Mapping[str, Any]) -> Iterable[dict[str, Any]]:

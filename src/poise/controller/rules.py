@@ -1,0 +1,179 @@
+"""The one owner of the controller's names and value rules.
+
+Every entry point — the configuration file, the ``poise run`` flags, MQTT commands, the
+dashboard and the Python API — checks values with the functions here, so a value refused in
+one place is refused in all of them with the same reason.
+
+Names: :data:`COMMAND_NAMES`, :data:`ALGORITHMS`, :data:`UPDATES`, :data:`MODES`,
+:data:`PACINGS`, :data:`RUN_VALUES`, :data:`GAIN_KEYS`. Ranges: loop rate
+``[MIN_RATE, MAX_RATE]`` Hz, run duration ``(0, MAX_DURATION]`` s, gains ``(0, rate]`` 1/s
+(``Γ · period ≤ 1``: a larger explicit Euler step overshoots), target components within
+:func:`target_bound` of the base (``TARGET_REACH_FACTOR`` × the robot's reach).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+#: Command names accepted on ``poise/<robot_id>/set/<name>`` and by ``Controller.submit``.
+COMMAND_NAMES = (
+    "target",     # value: list of task_dim floats [task units]
+    "gains",      # value: {"gamma": float, "gamma_z": float, "gamma_e": float, "damping": float}
+    "algorithm",  # value: "alg1" | "alg2" | "plain"
+    "mode",       # value: "ff" | "fb"
+    "run",        # value: "start" | "stop"
+    "estop",      # value: anything (latches the e-stop)
+    "clear",      # value: anything (clears a latched fault or e-stop, then re-arms on start)
+)
+#: Held-configuration algorithms and the classic baseline the loop can run.
+ALGORITHMS = ("alg1", "alg2", "plain")
+#: Actuator updates of Algorithm 1 (see :func:`poise.ik.held.algorithm1_step`).
+UPDATES = ("inverse", "pinv", "dls", "transpose")
+MODES = ("ff", "fb")
+PACINGS = ("device", "host")
+RUN_VALUES = ("start", "stop")
+#: Keys of a ``gains`` value: rates Γ [1/s], the damping λ, Algorithm 1's update rule.
+GAIN_KEYS = ("gamma", "gamma_z", "gamma_e", "damping", "update")
+#: The gains that are rates [1/s] (bounded by the loop rate).
+RATE_GAINS = ("gamma", "gamma_z", "gamma_e")
+#: Largest damping λ accepted (dimensionless; beyond it the step is ~0).
+MAX_DAMPING = 1e3
+
+#: Loop rate range [Hz]: below MIN_RATE the device's timeouts (handshake, watchdog) no
+#: longer fit one period; above MAX_RATE the loop cannot keep up.
+MIN_RATE = 10.0
+MAX_RATE = 1000.0
+#: Longest ``poise run --duration`` [s] (30 days).
+MAX_DURATION = 30 * 24 * 3600.0
+#: A target component may lie at most this many reaches from the base (a unit mistake, mm for
+#: m, is refused; a target just out of reach is accepted and the arm goes as close as it can).
+TARGET_REACH_FACTOR = 2.0
+
+
+class RuleError(ValueError):
+    """A value that breaks a rule: ``"<what> = <value>: <rule>"``.
+
+    Attributes:
+        what: the name of the value (``"gains.gamma"``, ``"target[0]"``).
+        value: the value given.
+        rule: what would be valid (``"must be in (0, 500] 1/s"``).
+    """
+
+    def __init__(self, what: str, value: Any, rule: str) -> None:
+        super().__init__(f"{what} = {value!r}: {rule}")
+        self.what, self.value, self.rule = what, value, rule
+
+
+def _finite(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise RuleError(what, value, "must be a finite number")
+    x = float(value)
+    if not math.isfinite(x):
+        raise RuleError(what, value, "must be a finite number")
+    return x
+
+
+def check_rate(value: Any, what: str = "loop.rate") -> float:
+    """The loop rate [Hz], in ``[MIN_RATE, MAX_RATE]``."""
+    x = _finite(value, what)
+    if not MIN_RATE <= x <= MAX_RATE:
+        raise RuleError(what, value, f"must be in [{MIN_RATE:g}, {MAX_RATE:g}] Hz")
+    return x
+
+
+def check_duration(value: Any, what: str = "--duration") -> float:
+    """A run duration [s], in ``(0, MAX_DURATION]``."""
+    x = _finite(value, what)
+    if not 0 < x <= MAX_DURATION:
+        raise RuleError(what, value, f"must be in (0, {MAX_DURATION:g}] s (leave it out "
+                        "to run until Ctrl-C)")
+    return x
+
+
+def check_gain(key: str, value: Any, rate: float, what: str = "gains") -> float | str:
+    """One gain: a rate gain in ``(0, rate]`` 1/s, ``damping`` in ``[0, MAX_DAMPING]``,
+    ``update`` one of :data:`UPDATES`."""
+    name = f"{what}.{key}"
+    if key not in GAIN_KEYS:
+        raise RuleError(name, value, f"unknown gain; allowed: {', '.join(GAIN_KEYS)}")
+    if key == "update":
+        if value not in UPDATES:
+            raise RuleError(name, value, f"must be one of {', '.join(UPDATES)}")
+        return str(value)
+    x = _finite(value, name)
+    if key == "damping":
+        if not 0 <= x <= MAX_DAMPING:
+            raise RuleError(name, value, f"must be in [0, {MAX_DAMPING:g}]")
+        return x
+    if not 0 < x <= rate:
+        raise RuleError(name, value, f"must be in (0, {rate:g}] 1/s (gain × period ≤ 1 at "
+                        f"{rate:g} Hz)")
+    return x
+
+
+def check_gains(value: Any, rate: float, what: str = "gains") -> dict[str, float | str]:
+    """A ``gains`` table: a non-empty mapping of :data:`GAIN_KEYS` to values."""
+    if not isinstance(value, Mapping) or not value:
+        raise RuleError(what, value, f"must be a table with some of {', '.join(GAIN_KEYS)}")
+    return {str(k): check_gain(str(k), v, rate, what) for k, v in value.items()}
+
+
+def check_choice(value: Any, choices: Sequence[str], what: str) -> str:
+    """One of ``choices``."""
+    if value not in choices:
+        raise RuleError(what, value, f"must be one of {', '.join(choices)}")
+    return str(value)
+
+
+def target_bound(reach: float | None) -> float:
+    """Largest |target component| accepted for a robot of ``reach`` [m] (1e3 if unknown)."""
+    if reach is None or not math.isfinite(reach) or reach <= 0:
+        return 1e3
+    return TARGET_REACH_FACTOR * reach
+
+
+def check_target(value: Any, task_dim: int | None, reach: float | None = None,
+                 what: str = "target") -> list[float]:
+    """A target: ``task_dim`` finite numbers (a bare number for a 1-D task), each within
+    :func:`target_bound` of the base. Anything else (an object, a string, NaN) is refused."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        value = [value]
+    if not isinstance(value, list | tuple) or not value:
+        raise RuleError(what, value, "must be a non-empty list of numbers [task units]")
+    if task_dim is not None and len(value) != task_dim:
+        raise RuleError(what, list(value), f"must have {task_dim} components (the task's "
+                        f"dimension), not {len(value)}")
+    bound = target_bound(reach)
+    out = []
+    for i, v in enumerate(value):
+        x = _finite(v, f"{what}[{i}]")
+        if abs(x) > bound:
+            raise RuleError(f"{what}[{i}]", x, f"farther than {bound:g} from the base "
+                            f"({TARGET_REACH_FACTOR:g} × the robot's reach"
+                            + (f" of {reach:g}" if reach else "") + "); wrong units?")
+        out.append(x)
+    return out
+
+
+__all__ = [
+    "ALGORITHMS",
+    "COMMAND_NAMES",
+    "GAIN_KEYS",
+    "MAX_DURATION",
+    "MAX_RATE",
+    "MIN_RATE",
+    "MODES",
+    "PACINGS",
+    "RUN_VALUES",
+    "UPDATES",
+    "RuleError",
+    "check_choice",
+    "check_duration",
+    "check_gain",
+    "check_gains",
+    "check_rate",
+    "check_target",
+    "target_bound",
+]

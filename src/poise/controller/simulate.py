@@ -1,0 +1,112 @@
+"""The control step against an in-process plant, in simulated time: deterministic and fast.
+
+:class:`SimulatedLoop` is ``read → update → write`` with the same :class:`ControlStep`, planner
+and safety limits as the service, against :func:`poise.sim.plant.make_plant` (the simulator and
+sensor models behind ``poise device sim``), one loop period per cycle of simulated time. No
+threads, no clock, no pty: what the service computes, without what it waits for. Tests and
+studies use it; the real-time service adds the device, pacing, states and telemetry.
+
+    loop = SimulatedLoop(load_config("examples/soft_arm_soft.toml"))
+    loop.start()                        # arm: bumpless from the measured q, plan the target
+    errors = loop.run(20.0)             # measured task error per cycle [task units]
+    loop.stop()                         # disarm: the actuators hold
+    tips = loop.hold(2.0)               # measured task values while held
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from poise.controller.config import Config, ControllerModel, build_model
+from poise.controller.params import LiveParams
+from poise.controller.safety import SafetyLimits
+from poise.controller.step import ControlStep, StepOutput
+from poise.models.base import FloatArray
+from poise.sim.plant import SimPlant, make_plant
+
+
+class SimulatedLoop:
+    """The service's cycle in simulated time (see the module docstring).
+
+    Args:
+        config: the run configuration (model, algorithm, gains, loop rate, limits,
+            ``device.sim_model`` / ``device.sim_params`` for the simulated robot).
+        model: the controller's statics model (default: built from ``config.model``).
+        seed: sensor-noise seed of the plant.
+        noise: sensor noise on (quantisation and bias always).
+    """
+
+    def __init__(self, config: Config, *, model: ControllerModel | None = None,
+                 seed: int = 0, noise: bool = True) -> None:
+        self.config = config
+        self.model = (model or build_model(config.model)).model
+        self.period = 1.0 / config.loop.rate
+        self.plant: SimPlant = make_plant(config.device.sim_model or config.model.name,
+                                          config.device.sim_params, seed=seed, noise=noise)
+        m = self.model
+        lim = config.limits
+        self.limits = SafetyLimits.build(m.m, m.qa_min, m.qa_max, lim.qa_min, lim.qa_max,
+                                         lim.qa_rate)
+        self.step = ControlStep(m, self.limits, self.period,
+                                effort_feedforward=config.loop.effort_feedforward)
+        target = config.algorithm.target
+        self.params = LiveParams.from_config(
+            config, np.asarray(target if target is not None else m.fk(self.measured())))
+        self.time = 0.0
+        self.last: StepOutput | None = None
+        self.plant.set_mode("hold")
+
+    def measured(self) -> FloatArray:
+        """The configuration q the sensors report now."""
+        return np.asarray(self.plant.read_sensors()[0], dtype=float)
+
+    def set_target(self, target: FloatArray) -> str:
+        """Plan and adopt ``target`` as the service does; returns the plan's note."""
+        plan = self.step.make_plan(np.asarray(target, dtype=float), self.measured(),
+                                   self.config.algorithm.tolerance)
+        self.step.adopt(plan)
+        self.params = LiveParams(self.params.algorithm, self.params.update, self.params.gamma,
+                                 self.params.gamma_z, self.params.gamma_e, self.params.damping,
+                                 plan.target, self.params.mode)
+        return plan.note()
+
+    def start(self) -> None:
+        """Arm: the actuators follow setpoints; the step restarts from the measured q and the
+        target is planned."""
+        q = self.measured()
+        self.step.reset(q, self.params.algorithm)
+        self.set_target(self.params.target)
+        self.plant.set_mode("position")
+
+    def cycle(self) -> StepOutput:
+        """One period: read the sensors, update, write the setpoint, advance the plant."""
+        out = self.step.update(self.measured(), self.params)
+        self.plant.set_actuator_command(out.qa, out.tau)
+        self.plant.step(self.period)
+        self.time += self.period
+        self.last = out
+        return out
+
+    def run(self, seconds: float) -> FloatArray:
+        """Cycles for ``seconds`` of simulated time; the measured task error of each."""
+        n = round(seconds / self.period)
+        target = self.params.target
+        return np.array([float(np.linalg.norm(target - self.cycle().x_meas))
+                         for _ in range(n)])
+
+    def stop(self) -> None:
+        """Disarm: the actuators hold their last setpoint (the device's safe state)."""
+        self.plant.set_mode("hold")
+
+    def hold(self, seconds: float) -> FloatArray:
+        """Advance ``seconds`` without the controller; measured task values (k, task_dim)."""
+        n = round(seconds / self.period)
+        out = []
+        for _ in range(n):
+            self.plant.step(self.period)
+            self.time += self.period
+            out.append(self.model.fk(self.measured()))
+        return np.array(out)
+
+
+__all__ = ["SimulatedLoop"]

@@ -1,0 +1,147 @@
+"""The control cycle's logic as a pure object: measured q + live parameters → setpoint.
+
+:class:`ControlStep` holds the IK stepper (Algorithm 1 / 2 / plain, see
+:mod:`poise.controller.stepper`), the safety limits and the approach goal of the current target
+plan (:mod:`poise.controller.planner`). One call of :meth:`ControlStep.update` per cycle::
+
+    IK update of q̄a (ff: error from h(q̄), fb: from the measured h(q))
+      → approach: towards the plan's goal first, when the IK alone would be stuck
+      → safety layer (rate and position limits, NaN guard)
+      → q̄ made consistent with the setpoint; τ_ff = G_a(q̄)
+
+No I/O, no clock, no threads: the service (:mod:`poise.controller.loop`) feeds it samples from
+the device and writes what it returns; tests feed it an in-process plant in simulated time
+(ros2_control's ``read → update → write`` against mock hardware).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from poise.controller.params import LiveParams
+from poise.controller.planner import TargetPlan, approach_step, plan_target
+from poise.controller.safety import SafetyLimits, all_finite, limit_setpoint
+from poise.controller.stepper import Stepper, make_stepper
+from poise.models.base import FloatArray, MechanicalModel
+
+
+class StepFault(RuntimeError):
+    """The cycle produced something that must not reach the actuators; the message says what
+    (the service holds the last setpoint and latches a fault)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepOutput:
+    """What one cycle decided.
+
+    Attributes:
+        qa: actuator setpoint q̄a (m,) [actuator units], after the safety layer.
+        tau: effort feed-forward ``G_a(q̄)`` (m,), or None when it is not sent.
+        x_used: the task value the error used (measured in fb, h(q̄) in ff).
+        x_meas: h(q) of the measured q.
+        q_bar: the predicted configuration q̄ (n,).
+        residual: statics residual ‖G_u(q̄)‖ [N·m].
+        switched_from: the algorithm this cycle switched from ('' if none).
+    """
+
+    qa: FloatArray
+    tau: FloatArray | None
+    x_used: FloatArray
+    x_meas: FloatArray
+    q_bar: FloatArray
+    residual: float
+    switched_from: str = ""
+
+
+class ControlStep:
+    """One control cycle's computation (see the module docstring).
+
+    Args:
+        model: the controller's statics model.
+        limits: the safety limits every setpoint passes.
+        period: the loop period Δt [s] (the IK's integration step).
+        effort_feedforward: send ``τ_ff = G_a(q̄)`` with the setpoint.
+        stepper_factory: builds the IK stepper for an algorithm name.
+    """
+
+    def __init__(self, model: MechanicalModel, limits: SafetyLimits, period: float, *,
+                 effort_feedforward: bool = True,
+                 stepper_factory: Callable[[str, MechanicalModel], Stepper] = make_stepper
+                 ) -> None:
+        self.model = model
+        self.limits = limits
+        self.period = period
+        self.effort_feedforward = effort_feedforward
+        self.stepper_factory = stepper_factory
+        self.stepper: Stepper | None = None
+        #: The current target's plan (None: none made yet).
+        self.plan: TargetPlan | None = None
+        #: The plan's actuator goal the cycle still moves towards (None: the IK alone).
+        self.goal: FloatArray | None = None
+
+    def make_plan(self, target: FloatArray, q_measured: FloatArray | None,
+                  tol: float) -> TargetPlan:
+        """The plan of ``target`` (:func:`~poise.controller.planner.plan_target`) from the
+        current q̄, the measured q and the last plan's goal; does not adopt it.
+
+        Raises:
+            UnstableTarget: the only held configuration reaching ``target`` is unstable.
+        """
+        stepper, plan = self.stepper, self.plan
+        starts = [q for q in (stepper.q_bar if stepper is not None else None, q_measured,
+                              plan.q_goal if plan is not None else None) if q is not None]
+        return plan_target(self.model, np.asarray(target, dtype=float), starts, tol)
+
+    def adopt(self, plan: TargetPlan) -> None:
+        """Make ``plan`` current: approach its goal first where it says so."""
+        self.plan = plan
+        self.goal = plan.qa_goal if plan.approach else None
+
+    def reset(self, q: FloatArray, algorithm: str) -> None:
+        """Bumpless (re)start from the measured configuration ``q``."""
+        stepper = self.stepper_factory(algorithm, self.model)
+        stepper.reset(np.asarray(q, dtype=float), self.limits.qa_min, self.limits.qa_max)
+        self.stepper = stepper
+
+    def update(self, q: FloatArray, p: LiveParams) -> StepOutput:
+        """One cycle from the measured ``q`` with the live parameters ``p``.
+
+        Raises:
+            StepFault: non-finite IK output or setpoint.
+        """
+        model, period = self.model, self.period
+        stepper, switched = self.stepper, ""
+        if stepper is None:
+            self.reset(q, p.algorithm)
+            stepper = self.stepper
+        elif stepper.name != p.algorithm:  # bumpless: the new stepper starts from q̄
+            switched = stepper.name
+            new = self.stepper_factory(p.algorithm, model)
+            new.reset(stepper.q_bar, self.limits.qa_min, self.limits.qa_max)
+            self.stepper = stepper = new
+        assert stepper is not None
+        x_meas = model.fk(q)
+        x_used = x_meas if p.mode == "fb" else stepper.x_bar
+        proposed = stepper.propose(p, x_meas if p.mode == "fb" else None, period)
+        if not all_finite(proposed):
+            raise StepFault(f"non-finite IK output ({p.algorithm})")
+        goal = self.goal
+        if goal is not None:  # first towards the plan's held configuration
+            gain = p.gamma_z if p.algorithm == "alg2" else p.gamma
+            proposed, near = approach_step(stepper.qa, goal, self.limits.qa_min,
+                                           self.limits.qa_max, gain, period)
+            if near and self.goal is goal:
+                self.goal = None  # in its basin: the IK takes over next cycle
+        qa_safe, _, _ = limit_setpoint(self.limits, stepper.qa, proposed, period)
+        stepper.commit(qa_safe)
+        tau = stepper.tau if self.effort_feedforward else None
+        if not all_finite(stepper.qa, tau, stepper.q_bar):
+            raise StepFault(f"non-finite setpoint ({p.algorithm})")
+        return StepOutput(stepper.qa, tau, x_used, x_meas, stepper.q_bar, stepper.residual,
+                          switched)
+
+
+__all__ = ["ControlStep", "StepFault", "StepOutput"]

@@ -1,0 +1,77 @@
+"""Tie a helper process's life to its parent's: the virtual device must not outlive ``poise run``.
+
+A ``poise device sim`` started by :class:`~poise.controller.simdevice.SimDevice` (or by
+``poise calibrate --device sim``) is told its parent's pid (``--parent-pid``). When the parent
+dies — even by SIGKILL, which runs none of its clean-up — the device must stop too, or it keeps
+streaming into a pty nobody reads, at full CPU, under PID 1, forever.
+
+Two mechanisms, both ending in the device's normal shutdown (so its clean-up runs):
+
+* Linux: ``prctl(PR_SET_PDEATHSIG, SIGHUP)`` makes the kernel signal us the moment the parent
+  goes. The kernel sends it when the parent *thread* that spawned us exits, not only the
+  process, so the handler acts only if :func:`os.getppid` no longer is the parent (a thread
+  exit leaves us with the same parent process). The parent may have died before the ``prctl``
+  call; :func:`watch_parent` therefore checks ``getppid()`` right after it (closing that race).
+* Everywhere: :func:`parent_alive` (``getppid()`` is still the parent), polled by the caller's
+  main loop every ~0.1 s; it also covers systems without ``prctl``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+from collections.abc import Callable
+
+#: ``PR_SET_PDEATHSIG`` from ``<linux/prctl.h>``.
+PR_SET_PDEATHSIG = 1
+#: The signal the kernel sends on the parent's death (a "hang-up": the other end went away).
+PARENT_DEATH_SIGNAL = signal.SIGHUP
+
+
+def parent_alive(parent_pid: int) -> bool:
+    """Whether ``parent_pid`` is still our parent (an orphan is re-parented to init or a
+    subreaper, so ``getppid()`` changes when the parent dies)."""
+    return os.getppid() == parent_pid
+
+
+def set_parent_death_signal(signum: int) -> bool:
+    """Ask the Linux kernel to send ``signum`` when our parent exits; False where unsupported."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_PDEATHSIG, int(signum), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def watch_parent(parent_pid: int, on_death: Callable[[], None]) -> bool:
+    """Call ``on_death()`` (from the main thread's signal handler) when ``parent_pid`` dies.
+
+    Must be called from the main thread. Installs the handler, then arms the kernel's
+    parent-death signal, then checks the parent is still there.
+
+    Args:
+        parent_pid: the pid of the process that started us.
+        on_death: what to do; it should only request a shutdown (set an event), since it runs
+            inside a signal handler.
+
+    Returns:
+        False when the parent is already gone (``on_death`` is not called then; the caller
+        shuts down at once).
+    """
+
+    def handler(signum: int, frame: object) -> None:
+        if not parent_alive(parent_pid):
+            on_death()
+
+    with contextlib.suppress(ValueError, OSError):  # not the main thread: polling still works
+        signal.signal(PARENT_DEATH_SIGNAL, handler)
+        set_parent_death_signal(PARENT_DEATH_SIGNAL)
+    return parent_alive(parent_pid)
+
+
+__all__ = ["PARENT_DEATH_SIGNAL", "parent_alive", "set_parent_death_signal", "watch_parent"]

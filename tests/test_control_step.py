@@ -1,0 +1,109 @@
+"""The control step against the in-process plant in simulated time: deterministic, no pty, no
+clock (what the service computes, without what it waits for)."""
+
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+import pytest
+
+from poise.controller.config import load_config
+from poise.controller.params import LiveParams
+from poise.controller.simulate import SimulatedLoop
+from poise.controller.step import StepFault
+
+EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
+#: A target counts as reached when the measured task error stays below this [m].
+TOL = 3e-3
+
+
+def loop_for(model: str, **keys) -> SimulatedLoop:
+    over = {"mqtt.enabled": (False, "test")}
+    over.update({k.replace("__", "."): (v, "test") for k, v in keys.items()})
+    return SimulatedLoop(load_config(EXAMPLES / f"{model}.toml", over))
+
+
+def settled_at(errors: np.ndarray, period: float, hold: float = 1.0) -> float | None:
+    """First time [s] from which the error stays below TOL for ``hold`` s (None: never)."""
+    n = round(hold / period)
+    below = errors < TOL
+    for i in range(len(errors) - n):
+        if below[i:i + n].all():
+            return i * period
+    return None
+
+
+@pytest.mark.parametrize(("model", "target"), [
+    ("soft_arm_stiff", [0.2, -0.9]),
+    ("soft_arm_soft", [0.2, -0.9]),
+])
+def test_feedback_reaches_target_and_the_configuration_is_held_when_disarmed(model, target):
+    loop = loop_for(model, loop__mode="fb", algorithm__target=target)
+    loop.start()
+    errors = loop.run(20.0)
+    assert settled_at(errors, loop.period) is not None, errors[::250]
+    assert loop.last.residual < 1e-6  # q̄ on the held set E
+    x_running = np.mean([loop.cycle().x_meas for _ in range(round(1 / loop.period))], axis=0)
+    loop.stop()  # the device's safe state: actuators hold their last setpoint
+    tips = loop.hold(3.0)
+    drift = float(np.linalg.norm(tips[-round(1 / loop.period):].mean(axis=0) - x_running))
+    assert drift < 1e-3, f"tip moved {drift * 1e3:.2f} mm after the loop stopped"
+
+
+def test_gravity_free_statics_model_ff_leaves_error_fb_removes_it():
+    """Seed 000's experiment: the controller's statics neglect gravity, the robot has it."""
+    loop = loop_for("soft_arm_soft", loop__mode="ff", model__gravity=0.0,
+                    algorithm__target=[0.2, -0.9], algorithm__gamma=2.0)
+    loop.start()
+    errors = loop.run(8.0)
+    predicted = float(np.linalg.norm(loop.params.target - loop.step.stepper.x_bar))
+    assert predicted < 1e-3  # the model thinks it is there
+    ff_error = float(np.mean(errors[-250:]))
+    assert ff_error > 0.02, ff_error
+    # feedback with a gain below the sway mode's stability bound (docs/controller.md)
+    p = loop.params
+    loop.params = LiveParams(p.algorithm, p.update, 0.5, p.gamma_z, p.gamma_e, p.damping,
+                             p.target, "fb")
+    errors = loop.run(25.0)
+    assert settled_at(errors, loop.period) is not None, errors[::250]
+    assert errors[-1] < ff_error / 5
+
+
+def test_unreachable_then_reachable_target_through_the_step_and_the_plant():
+    """The service's own step and planner against the simulated double pendulum: x̄ = 2.5 m
+    (reach 2 m) parks it as close as it can; 0.45 m is then reached from there."""
+    loop = loop_for("double_pendulum", loop__mode="ff")
+    loop.start()
+    note = loop.set_target(np.array([2.5]))
+    assert note.startswith("unreachable")
+    errors = loop.run(10.0)
+    assert abs(errors[-1] - loop.step.plan.error) < 0.02  # as close as the plan said
+    assert loop.set_target(np.array([0.45])) == ""
+    assert loop.step.goal is not None  # approach the planned shape first
+    errors = loop.run(15.0)
+    assert loop.step.goal is None and errors[-1] < TOL, errors[::500]
+
+
+def test_non_finite_output_is_a_fault_not_a_setpoint():
+    loop = loop_for("double_pendulum")
+    loop.start()
+    loop.cycle()
+    p = loop.params
+    bad = LiveParams(p.algorithm, p.update, p.gamma, p.gamma_z, p.gamma_e, p.damping,
+                     np.array([np.nan]), p.mode)
+    with pytest.raises(StepFault, match="non-finite"):
+        loop.step.update(loop.measured(), bad)
+
+
+def test_algorithm_switch_is_bumpless_and_reported():
+    loop = loop_for("double_pendulum", loop__mode="ff")
+    loop.start()
+    loop.run(1.0)
+    q_bar = loop.step.stepper.q_bar.copy()
+    p = loop.params
+    loop.params = LiveParams("alg2", p.update, p.gamma, p.gamma_z, p.gamma_e, p.damping,
+                             p.target, p.mode)
+    out = loop.cycle()
+    assert out.switched_from == "alg1" and loop.step.stepper.name == "alg2"
+    assert np.max(np.abs(out.q_bar - q_bar)) < 0.05  # one bounded step from where it was
