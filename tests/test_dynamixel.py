@@ -484,11 +484,11 @@ def test_the_latency_timer_reaches_describe(dxl_sim, tmp_path):
 # ---------------------------------------------------------------------------- command line
 
 
-def test_main_prints_both_ptys_and_serves_bus_and_sensor_board():
+def test_poise_device_sim_dynamixel_prints_both_ptys_and_serves_bus_and_sensor_board():
     from poise.firmware_bridge.transport import SerialLink
 
-    proc = subprocess.Popen([sys.executable, "-m", "poise.devices.dynamixel_sim",
-                             "--model", "tendon_3link", "--duration", "120"],
+    proc = subprocess.Popen([sys.executable, "-m", "poise", "device", "sim", "--protocol",
+                             "dynamixel", "--model", "tendon_3link", "--duration", "120"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         first, second = proc.stdout.readline().split(), proc.stdout.readline().split()

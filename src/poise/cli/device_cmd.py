@@ -21,6 +21,13 @@ def register(commands, groups) -> None:
                          description="Open a pseudo-terminal, print 'PTY <path>' on the first "
                          "line, run the model's plant in real time and speak the poise protocol.")
     sim.add_argument("--model", required=True, metavar="NAME", help="robot model to simulate")
+    sim.add_argument("--protocol", choices=("poise", "dynamixel"), default="poise",
+                     help="poise: the poise wire protocol (default); dynamixel: a virtual "
+                     "Dynamixel X-series bus (first line 'PTY <path>') plus a poise-protocol "
+                     "joint-sensor board (second line 'SENSORS <path>'), docs/devices.md")
+    sim.add_argument("--servos", metavar="FILE",
+                     help="with --protocol dynamixel: a TOML file whose [[device.servos]] "
+                     "tables set IDs and conversion (default: IDs 1 … m, docs/devices.md)")
     sim.add_argument("--rate", type=int, default=500, metavar="HZ",
                      help="sensor stream rate [Hz] (default 500)")
     sim.add_argument("--params", metavar="FILE", help="plant parameter file for the simulator")
@@ -67,6 +74,10 @@ def _fail(cmd: str, msg: str) -> int:
 
 
 def run_sim(args: argparse.Namespace) -> int:
+    if args.protocol == "dynamixel":
+        return _run_dynamixel_sim(args)
+    if args.servos:
+        return _fail("sim", "--servos goes with --protocol dynamixel")
     if args.own_link_dir and not args.link:
         return _fail("sim", "--own-link-dir needs --link PATH")
     try:
@@ -74,6 +85,25 @@ def run_sim(args: argparse.Namespace) -> int:
     finally:
         if args.own_link_dir:
             _remove_link_dir(args.link)
+
+
+def _run_dynamixel_sim(args: argparse.Namespace) -> int:
+    """The virtual Dynamixel bus and its joint-sensor board (poise.devices.dynamixel_sim)."""
+    unsupported = [flag for flag, used in (
+        ("--drop", args.drop), ("--corrupt", args.corrupt), ("--delay", args.delay),
+        ("--disconnect-after", args.disconnect_after), ("--link", args.link),
+        ("--watchdog-ms", args.watchdog_ms != 100)) if used]
+    if unsupported:
+        return _fail("sim", f"{', '.join(unsupported)}: not available with --protocol "
+                     "dynamixel (the poise wire protocol's fault injection)")
+    from poise.devices.dynamixel_sim import main
+
+    argv = ["--model", args.model, "--sensor-rate", str(args.rate)]
+    for flag, value in (("--params", args.params), ("--config", args.servos),
+                        ("--parent-pid", args.parent_pid), ("--duration", args.duration)):
+        if value is not None:
+            argv += [flag, str(value)]
+    return main(argv)
 
 
 def _remove_link_dir(link: str) -> None:
