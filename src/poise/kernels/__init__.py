@@ -1,0 +1,48 @@
+"""Compiled (Numba) kernels of the per-cycle numerics (see ``docs/kernels.md``).
+
+The readable numpy implementation (:mod:`poise.models`, :mod:`poise.ik`,
+:mod:`poise.controller.stepper`, :mod:`poise.sim.dynamics`) stays the reference; these kernels
+compute the same quantities on a model packed into plain arrays, and ``tests/test_kernels.py``
+compares the two. Families with kernels: ``planar_tree``, ``planar_pcc``.
+
+    from poise.kernels import pack, warm_up, make_compiled_stepper
+    packed = pack(model)                     # NoKernelsError for other families
+    print(warm_up(packed).summary())         # compile (or load) before the first cycle
+    stepper = make_compiled_stepper("alg1", model, packed)   # None without kernels
+
+Modules: :mod:`~poise.kernels.linalg` (small dense solves), :mod:`~poise.kernels.planar_tree`
+and :mod:`~poise.kernels.planar_pcc` (model kernels), :mod:`~poise.kernels.family` (dispatch
+by family), :mod:`~poise.kernels.packed` (``pack``), :mod:`~poise.kernels.blocks` (actuation
+blocks in a state vector), :mod:`~poise.kernels.steps` (the cycle steps and the simulator's
+right-hand side), :mod:`~poise.kernels.steppers` (the stepper interface),
+:mod:`~poise.kernels.warmup`, :mod:`~poise.kernels.cache`.
+"""
+
+from poise.kernels import blocks, cache, family, linalg, planar_pcc, planar_tree, steps
+from poise.kernels.packed import PACKERS, NoKernelsError, PackedModel, has_kernels, pack
+from poise.kernels.steppers import (
+    CompiledAlg1Stepper,
+    CompiledAlg2Stepper,
+    CompiledPlainStepper,
+    CompiledStepper,
+    make_compiled_stepper,
+)
+from poise.kernels.warmup import WarmUpReport, warm_up
+
+cache.ensure_fresh(cache.dispatchers((blocks, linalg, planar_pcc, planar_tree, steps)))
+
+__all__ = [
+    "PACKERS",
+    "CompiledAlg1Stepper",
+    "CompiledAlg2Stepper",
+    "CompiledPlainStepper",
+    "CompiledStepper",
+    "NoKernelsError",
+    "PackedModel",
+    "WarmUpReport",
+    "family",
+    "has_kernels",
+    "make_compiled_stepper",
+    "pack",
+    "warm_up",
+]

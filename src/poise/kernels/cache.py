@@ -1,0 +1,83 @@
+"""Keeping Numba's on-disk cache of the kernels in step with their source.
+
+``numba.njit(cache=True)`` writes each compiled kernel next to its source
+(``poise/kernels/__pycache__/*.nbi, *.nbc``; a user-wide cache directory when that is not
+writable) and reloads it in the next process, which turns a compile of seconds into a load of
+milliseconds. Numba invalidates a cached function only when *its own* source file changes, not
+when a function it calls in another file does: after an edit of ``planar_pcc.py`` the cached
+Algorithm-1 step in ``steps.py`` would still hold the old code. :func:`ensure_fresh` closes
+that gap: it stores a hash of every kernel source file next to the cache and, when the hash
+differs, deletes the package's cached kernels so that they are compiled again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pathlib
+from collections.abc import Iterable
+from types import ModuleType
+
+from numba.core.dispatcher import Dispatcher
+
+PACKAGE_DIR = pathlib.Path(__file__).parent
+STAMP_NAME = "poise_kernels.stamp"
+
+
+def source_stamp() -> str:
+    """SHA-256 of the kernel sources (every ``*.py`` of this package, by name)."""
+    digest = hashlib.sha256()
+    for path in sorted(PACKAGE_DIR.glob("*.py")):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def dispatchers(modules: Iterable[ModuleType]) -> list[Dispatcher]:
+    """The compiled functions defined in ``modules``."""
+    out = []
+    for module in modules:
+        for value in vars(module).values():
+            if isinstance(value, Dispatcher) and value.py_func.__module__ == module.__name__:
+                out.append(value)
+    return out
+
+
+def cache_dirs(functions: Iterable[Dispatcher]) -> set[pathlib.Path]:
+    """The directories Numba caches ``functions`` in."""
+    return {pathlib.Path(f.stats.cache_path) for f in functions}
+
+
+def ensure_fresh(functions: Iterable[Dispatcher]) -> list[pathlib.Path]:
+    """Delete the cached kernels compiled from other sources; returns the files removed.
+
+    Call before any kernel is called in this process (``poise.kernels`` does, on import).
+    """
+    functions = list(functions)
+    stamp = source_stamp()
+    stems = {f.py_func.__module__.rsplit(".", 1)[-1] for f in functions}
+    removed: list[pathlib.Path] = []
+    for directory in sorted(cache_dirs(functions)):
+        removed += refresh(directory, stamp, stems)
+    return removed
+
+
+def refresh(directory: pathlib.Path, stamp: str, stems: set[str]) -> list[pathlib.Path]:
+    """In one cache directory: if its stamp is not ``stamp``, delete the cache files
+    (``<stem>.<function>-<line>.*.nbi|nbc``) of the modules ``stems`` and write ``stamp``."""
+    stamp_file = directory / STAMP_NAME
+    try:
+        if stamp_file.read_text() == stamp:
+            return []
+    except OSError:
+        pass
+    removed = []
+    for path in directory.glob("*.nb[ic]"):
+        if path.name.split(".", 1)[0] in stems:
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        stamp_file.write_text(stamp)
+    except OSError:
+        pass  # a read-only cache: Numba does not write there either
+    return removed

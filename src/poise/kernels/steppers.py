@@ -1,0 +1,232 @@
+"""Compiled steppers: the interface of :mod:`poise.controller.stepper` on the step kernels.
+
+``make_compiled_stepper(name, model)`` returns an object with the reference steppers' methods
+and properties (``reset``, ``propose``, ``commit``; ``q_bar``, ``qa``, ``tau``, ``residual``,
+``x_bar``, ``name``), or ``None`` when the model's family has no kernels, so a caller can
+switch with ``make_compiled_stepper(name, model) or make_stepper(name, model)``.
+
+The state lives in one float64 vector (:mod:`poise.kernels.blocks`) that every commit replaces
+by a new one; the properties are views of it, so an array a caller got from one cycle is never
+changed by the next. Start-up work stays in Python: ``reset`` of Algorithm 1 and its rare
+fallback (Newton re-solve not converged, or ``H_uu`` not positive definite) run the numpy
+statics solver :func:`poise.ik.statics.solve_statics`, exactly as the reference does.
+
+The per-cycle constants (statics tolerance, Newton iterations, largest step) are read from
+:mod:`poise.controller.stepper`, their one owner, when a stepper is made (not at import:
+the controller imports this module).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Protocol
+
+import numpy as np
+
+from poise.ik.result import InvalidInputError
+from poise.ik.statics import solve_statics
+from poise.kernels import steps
+from poise.kernels.blocks import Layout
+from poise.kernels.packed import PackedModel, has_kernels, pack
+from poise.models.actuation import join, split
+from poise.models.base import FloatArray, MechanicalModel
+
+
+class StepParams(Protocol):
+    """What a step reads of the live parameters (:class:`poise.controller.params.LiveParams`)."""
+
+    update: str
+    gamma: float
+    gamma_z: float
+    gamma_e: float
+    damping: float
+    target: FloatArray
+
+
+def _f64(a: Any) -> FloatArray:
+    """``a`` as a writable C-contiguous float64 array: the one argument type the kernels are
+    compiled for, so a read-only or integer input never triggers a compile inside a cycle."""
+    if (type(a) is np.ndarray and a.dtype == np.float64 and a.flags.c_contiguous
+            and a.flags.writeable):
+        return a
+    return np.array(a, dtype=np.float64)
+
+
+class CompiledStepper:
+    """Common state of the compiled steppers (see :class:`poise.controller.stepper.Stepper`)."""
+
+    name = ""
+
+    def __init__(self, model: MechanicalModel, packed: PackedModel | None = None) -> None:
+        from poise.controller import stepper as reference  # the constants' owner
+
+        self.model = model
+        self.packed = packed if packed is not None else pack(model)
+        self.statics_tol = float(reference.STATICS_TOL)
+        self.newton_iter = int(reference.NEWTON_ITER)
+        self.max_step = float(reference.MAX_STEP)
+        self._args = self.packed.args
+        self.layout = Layout(model.n, model.m, model.task_dim)
+        cut = self.layout.slices()
+        self._q, self._qa, self._qu = cut["q"], cut["qa"], cut["qu"]
+        self._x, self._ga, self._gu = cut["x"], cut["Ga"], cut["Gu"]
+        self._m, self._k = int(model.m), int(model.task_dim)
+        self._C, self._C_inv = self.packed.arrays.C, self.packed.arrays.C_inv
+        self._state: FloatArray = steps.blocks(self._args, np.zeros(model.n))
+        self._p: object = None  # the live parameters converted last, and their conversion
+        self._pv: tuple[Any, ...] = ()
+        self._code = steps.ALGORITHM_CODES[self.name]
+        self._qu_next: FloatArray = self._state[self._qu]
+
+    def _propose(self, p: StepParams, x: FloatArray | None, dt: float) -> FloatArray:
+        target, update, gamma, gamma_z, gamma_e, damping = (
+            self._pv if p is self._p else self._values(p))
+        state = self._state
+        out, status = steps.propose(self._C, self._C_inv, self._m, self._k, self._code, state,
+                                    state[self._x] if x is None else _f64(x), target, update,
+                                    gamma, gamma_z, gamma_e, damping, float(dt), self.max_step)
+        if status != steps.OK:
+            raise np.linalg.LinAlgError(f"{self.name} step: singular matrix")
+        self._qu_next = out[self._m:]
+        return out[:self._m]
+
+    def _commit(self, qa: FloatArray) -> int:
+        new, status = steps.commit(self._args, self._code, self._state, qa, self._qu_next,
+                                   self.statics_tol, self.newton_iter)
+        self._state = new
+        return int(status)
+
+    @property
+    def q_bar(self) -> FloatArray:
+        """Predicted configuration ``q̄`` (n,)."""
+        return self._state[self._q]
+
+    @property
+    def qa(self) -> FloatArray:
+        """``q̄a`` (m,): the actuator setpoint."""
+        return self._state[self._qa]
+
+    @property
+    def tau(self) -> FloatArray:
+        """Effort feed-forward ``τ_ff = G_a(q̄)`` (m,)."""
+        return self._state[self._ga]
+
+    @property
+    def x_bar(self) -> FloatArray:
+        """Predicted task value ``h(q̄)``."""
+        return self._state[self._x]
+
+    @property
+    def residual(self) -> float:
+        """Statics residual ``‖G_u(q̄)‖``."""
+        gu = self._state[self._gu]
+        return math.sqrt(float(gu @ gu))
+
+    @property
+    def state(self) -> FloatArray:
+        """The whole state vector (layout: :class:`~poise.kernels.blocks.Layout`)."""
+        return self._state
+
+    def _set(self, q: FloatArray) -> None:
+        self._state = steps.blocks(self._args, _f64(q))
+
+    def reset(self, q: FloatArray, qa_min: FloatArray, qa_max: FloatArray) -> None:
+        """Start from the measured configuration ``q`` (bumpless start / algorithm switch)."""
+        qa, qu = split(self.model, q)
+        self._set(join(self.model, np.clip(qa, qa_min, qa_max), qu))
+
+    def _values(self, p: StepParams) -> tuple[Any, ...]:
+        """``(target, update code, γ, γ_Z, γ_E, λ)`` as the kernels take them, converted once
+        per :class:`~poise.controller.params.LiveParams` object (commands replace the object,
+        never change it)."""
+        if p is not self._p:
+            code = steps.UPDATE_CODES.get(p.update, -1)  # only Algorithm 1 reads it
+            self._pv = (_f64(p.target), code, float(p.gamma), float(p.gamma_z),
+                        float(p.gamma_e), float(p.damping))
+            self._p = p
+        return self._pv
+
+    def propose(self, p: StepParams, x: FloatArray | None, dt: float) -> FloatArray:
+        """The IK update of q̄a; ``x`` is the task value the error uses (``None``: h(q̄))."""
+        raise NotImplementedError
+
+    def commit(self, qa: FloatArray) -> None:
+        """Accept ``qa`` (after the safety layer) and make q̄ consistent with it."""
+        raise NotImplementedError
+
+
+class CompiledAlg1Stepper(CompiledStepper):
+    """Algorithm 1 (:class:`poise.controller.stepper.Alg1Stepper`), compiled."""
+
+    name = "alg1"
+
+    def __init__(self, model: MechanicalModel, packed: PackedModel | None = None) -> None:
+        super().__init__(model, packed)
+        self.fallbacks = 0
+        self._statics_qu: FloatArray = self._state[self._qu].copy()  # warm start of fallbacks
+
+    def _solve(self, qa: FloatArray, qu0: FloatArray) -> None:
+        sol = solve_statics(self.model, qa, qu0, tol=self.statics_tol)
+        self._set(sol.q)
+        self._statics_qu = sol.qu
+
+    def reset(self, q: FloatArray, qa_min: FloatArray, qa_max: FloatArray) -> None:
+        qa, qu = split(self.model, q)
+        self._solve(np.clip(qa, qa_min, qa_max), qu)
+
+    def propose(self, p: StepParams, x: FloatArray | None, dt: float) -> FloatArray:
+        update = (self._pv if p is self._p else self._values(p))[1]
+        if update < 0:
+            raise InvalidInputError(
+                f"update: unknown '{p.update}' (inverse, pinv, dls, transpose)")
+        if update == steps.UPDATE_CODES["inverse"] and self.model.task_dim != self._m:
+            raise InvalidInputError(
+                f"update 'inverse' needs a square Jacobian; task {self.model.task_dim} × "
+                f"actuators {self._m}: use 'pinv' or 'dls'")
+        return self._propose(p, x, dt)
+
+    def commit(self, qa: FloatArray) -> None:
+        qa = _f64(qa)
+        if self._commit(qa) == steps.OK:
+            self._statics_qu = self._state[self._qu]
+            return
+        self.fallbacks += 1
+        self._solve(qa, self._statics_qu)
+
+
+class CompiledAlg2Stepper(CompiledStepper):
+    """Algorithm 2 (:class:`poise.controller.stepper.Alg2Stepper`), compiled."""
+
+    name = "alg2"
+
+    def propose(self, p: StepParams, x: FloatArray | None, dt: float) -> FloatArray:
+        return self._propose(p, x, dt)
+
+    def commit(self, qa: FloatArray) -> None:
+        self._commit(_f64(qa))
+
+
+class CompiledPlainStepper(CompiledStepper):
+    """Classic DLS CLIK (:class:`poise.controller.stepper.PlainStepper`), compiled."""
+
+    name = "plain"
+
+    def propose(self, p: StepParams, x: FloatArray | None, dt: float) -> FloatArray:
+        return self._propose(p, x, dt)
+
+    def commit(self, qa: FloatArray) -> None:
+        self._commit(_f64(qa))
+
+
+COMPILED_STEPPERS: dict[str, type[CompiledStepper]] = {
+    "alg1": CompiledAlg1Stepper, "alg2": CompiledAlg2Stepper, "plain": CompiledPlainStepper}
+
+
+def make_compiled_stepper(name: str, model: MechanicalModel,
+                          packed: PackedModel | None = None) -> CompiledStepper | None:
+    """A compiled stepper for algorithm ``name`` (``alg1``, ``alg2``, ``plain``), or ``None``
+    when ``model``'s family has no kernels. Compile first (:func:`poise.kernels.warm_up`):
+    the first call of each kernel otherwise compiles (or loads from the cache) in a cycle."""
+    if not has_kernels(model):
+        return None
+    return COMPILED_STEPPERS[name](model, packed)

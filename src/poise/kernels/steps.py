@@ -1,0 +1,370 @@
+"""One control cycle of Algorithm 1, Algorithm 2 and plain CLIK, compiled.
+
+The same arithmetic as :mod:`poise.controller.stepper` (the numpy reference, see its module
+docstring) on a stepper state vector (:mod:`poise.kernels.blocks`). The kernels called from
+Python: :func:`blocks` (a state at ``q``), :func:`propose` and :func:`commit` (one cycle, any
+algorithm), :func:`acceleration` (the simulator), :func:`fk` and :func:`G`; all but
+:func:`propose` take the packed model's ``args`` first. One kernel per role rather than per
+algorithm: each compiled kernel carries the machine code of everything it calls, so fewer,
+shared kernels compile in less time (the
+per-algorithm functions are inlined into them, ``inline="always"``, rather than compiled once
+more on their own). Where the
+reference raises ``numpy.linalg.LinAlgError`` on a singular matrix, these return a status so
+that the Python side takes the same fallback (or raises the same error).
+
+Status codes returned by the steps: :data:`OK`, :data:`SINGULAR` (a matrix the reference
+would refuse to invert), :data:`FALLBACK` (Algorithm 1's Newton re-solve did not converge to a
+stable equilibrium: the caller runs the full statics solver, as the reference does).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from poise.kernels import family
+from poise.kernels.blocks import fill, offsets, state_at, unpack
+from poise.kernels.linalg import (
+    cho_solve,
+    cholesky,
+    damped_pinv,
+    is_positive_definite,
+    matmul,
+    matvec,
+    norm,
+    pinv,
+    rmatvec,
+    solve_mat,
+    solve_vec,
+)
+
+OK = 0
+SINGULAR = 1
+FALLBACK = 2
+
+#: Algorithm 1 update laws, by the names of :data:`poise.ik.held.Update`.
+UPDATE_CODES = {"inverse": 0, "pinv": 1, "dls": 2, "transpose": 3}
+#: The steppers, by the names of :data:`poise.controller.stepper.STEPPERS`.
+ALGORITHM_CODES = {"alg1": 0, "alg2": 1, "plain": 2}
+
+
+# ----------------------------------------------------------------------------- state
+
+
+@njit(cache=True)
+def fk(args, q):  # type: ignore[no-untyped-def]
+    """Task value ``h(q)`` (k,) [m] (the measured task value of feedback mode)."""
+    return family.fk(family.as_arrays(args), q)
+
+
+@njit(cache=True)
+def G(args, q):  # type: ignore[no-untyped-def]
+    """Potential forces ``G(q)`` (n,) [N·m]."""
+    return family.G(family.as_arrays(args), q)
+
+
+@njit(cache=True)
+def blocks(args, q):  # type: ignore[no-untyped-def]
+    """The state vector at ``q`` (``q`` and the actuation blocks, :mod:`~poise.kernels.blocks`)."""
+    return state_at(family.as_arrays(args), q)
+
+
+@njit(cache=True)
+def propose(C, C_inv, m, k, algorithm, state, x, target, update, gamma, gamma_z, gamma_e,
+            damping, dt, max_step):  # type: ignore[no-untyped-def]
+    """The IK update of one cycle (the ``propose`` of the steppers).
+
+    It reads the model only through the state's blocks and ``C``, so one compiled kernel
+    serves every family (``C``, ``C⁻¹`` (n, n), ``m`` actuators, ``k`` task rows).
+
+    Args:
+        algorithm: a value of :data:`ALGORITHM_CODES`.
+        state: the stepper state; x: the task value the error uses (k,) [m]; target: x̄ (k,).
+        update: Algorithm 1's update law (:data:`UPDATE_CODES`).
+        gamma: Γ of Algorithm 1 and plain CLIK; gamma_z, gamma_e: ΓZ, ΓE of Algorithm 2 [1/s].
+        damping: λ; dt: Δt [s]; max_step: largest joint change per cycle [rad]
+            (Algorithm 2, plain CLIK).
+
+    Returns:
+        ``([qa_new; qu_next] (n,), status)``: ``qu_next`` is what Algorithm 2 and plain CLIK
+        commit with ``qa`` (zeros for Algorithm 1, whose commit re-solves the statics).
+    """
+    n = C.shape[0]
+    if algorithm == 0:
+        qa, status = alg1_propose(n, m, k, state, x, target, update, damping, gamma, dt)
+        out = np.zeros(n)
+        out[:m] = qa
+        return out, status
+    if algorithm == 1:
+        return alg2_propose(C_inv, m, k, state, x, target, gamma_z, gamma_e, damping, dt,
+                            max_step)
+    return plain_propose(C, C_inv, m, k, state, x, target, gamma, damping, dt, max_step)
+
+
+@njit(cache=True)
+def commit(args, algorithm, state, qa, qu_next, tol, newton_iter):  # type: ignore[no-untyped-def]
+    """The new state after the safety layer accepted ``qa`` (the ``commit`` of the steppers).
+
+    Algorithm 1 re-solves the statics (:func:`alg1_commit`; tolerance ``tol`` [N·m], at most
+    ``newton_iter`` Newton steps); Algorithm 2 and plain CLIK take ``q = C⁻¹ [qa; qu_next]``.
+
+    Returns:
+        ``(new state, status)``; :data:`FALLBACK` (Algorithm 1 only) returns the old state.
+    """
+    P = family.as_arrays(args)
+    if algorithm == 0:
+        return alg1_commit(P, state, qa, tol, newton_iter)
+    return state_at(P, _join(P.C_inv, qa, qu_next)), OK
+
+
+@njit(cache=True, inline="always")
+def _join(C_inv, qa, qu):  # type: ignore[no-untyped-def]
+    """``c⁻¹(qa, qu) = C⁻¹ [qa; qu]``."""
+    m = qa.size
+    qc = np.empty(m + qu.size)
+    qc[:m] = qa
+    qc[m:] = qu
+    return matvec(C_inv, qc)
+
+
+@njit(cache=True, inline="always")
+def _bounded(C_inv, delta_c, max_step):  # type: ignore[no-untyped-def]
+    """Scale an actuation-coordinate step so no joint moves more than ``max_step`` [rad]."""
+    if delta_c.size == 0:
+        return delta_c
+    dq = matvec(C_inv, delta_c)
+    longest = 0.0
+    for v in dq:
+        longest = max(longest, abs(v))
+        if math.isnan(v):
+            longest = math.nan
+            break
+    if math.isfinite(longest) and longest > max_step:
+        return delta_c * (max_step / longest)
+    return delta_c
+
+
+# ----------------------------------------------------------------------------- Algorithm 1
+
+
+@njit(cache=True, inline="always")
+def _held_jacobian(Ja, Ju, Hua, Huu):  # type: ignore[no-untyped-def]
+    """``J = Ja − Ju Huu⁻¹ Hua`` (seed 000, Alg. 1); ``ok`` false if ``Huu`` is singular."""
+    if Huu.shape[0] == 0:
+        return Ja.copy(), True
+    sol, ok = solve_mat(Huu, Hua)
+    return Ja - matmul(Ju, sol), ok
+
+
+@njit(cache=True, inline="always")
+def alg1_propose(n, m, k, state, x, target, update, damping, gain, dt):  # type: ignore[no-untyped-def]
+    """One Algorithm-1 update ``qa ← qa + Δt · q̇a`` (:func:`poise.ik.held.algorithm1_step`).
+
+    Args:
+        state: the stepper state (q̄ on E and its blocks).
+        x: the task value the error uses (``h(q̄)`` or the measured one) (k,) [m].
+        target: ``x̄`` (k,) [m].
+        update: a value of :data:`UPDATE_CODES`; ``inverse`` needs a square ``J``
+            (checked by the caller).
+        damping: λ of ``dls``; gain: Γ [1/s]; dt: Δt [s].
+
+    Returns:
+        ``(qa_new (m,), status)``.
+    """
+    _, qa, _, _, _, _, Ja, Ju, Hua, Huu, _ = unpack(state, n, m, k)
+    err = target - x
+    jac, ok = _held_jacobian(Ja, Ju, Hua, Huu)
+    if not ok:
+        return qa.copy(), SINGULAR
+    if update == 3:  # transpose: q̇a = Γ Jᵀ e
+        qa_dot = gain * rmatvec(jac, err)
+    elif update == 0:  # inverse: q̇a = Γ J⁻¹ e
+        sol, ok = solve_vec(jac, err)
+        qa_dot = gain * sol
+    elif update == 1:  # pinv
+        qa_dot = gain * matvec(pinv(jac), err)
+    else:  # dls
+        jinv, ok = damped_pinv(jac, damping)
+        qa_dot = gain * matvec(jinv, err)
+    if not ok:
+        return qa.copy(), SINGULAR
+    return qa + dt * qa_dot, OK
+
+
+@njit(cache=True, inline="always")
+def alg1_commit(P, state, qa, tol, newton_iter):  # type: ignore[no-untyped-def]
+    """Accept ``qa`` and re-solve the statics ``G_u(qa, q̄u) = 0`` warm-started.
+
+    A first-order prediction along E, ``q̄u ← q̄u − Huu⁻¹ Hua Δqa``, then up to
+    ``newton_iter`` Newton steps ``q̄u ← q̄u − Huu⁻¹ G_u`` until ``‖G_u‖ ≤ tol`` [N·m]
+    (``Alg1Stepper.commit``).
+
+    Returns:
+        ``(new state, status)``: :data:`OK` with ``q̄ = c⁻¹(qa, q̄u)`` and the blocks of the last
+        Newton evaluation, or :data:`FALLBACK` (not converged, or ``H_uu`` not positive
+        definite: the caller runs the full statics solver) with the input state.
+    """
+    n, m, k = P.C.shape[0], P.m, P.task_dim
+    nu = n - m
+    o = offsets(n, m, k)
+    _, qa0, qu0, _, _, _, _, _, Hua, Huu, _ = unpack(state, n, m, k)
+    qu = qu0.copy()
+    if nu > 0:
+        step, ok = solve_vec(Huu, matvec(Hua, qa - qa0))
+        if ok:
+            qu = qu0 - step
+    if newton_iter < 1:
+        return state, FALLBACK
+    new = np.empty(state.size)
+    converged = False
+    for _ in range(newton_iter):
+        fill(P, _join(P.C_inv, qa, qu), new)
+        gu = new[o[5]:o[6]]
+        if nu == 0 or norm(gu) <= tol:
+            converged = True
+            break
+        step, ok = solve_vec(new[o[9]:o[10]].reshape(nu, nu), gu)
+        if not ok:
+            break
+        qu = qu - step
+    if not (converged and is_positive_definite(new[o[9]:o[10]].reshape(nu, nu))):
+        return state, FALLBACK
+    new[:n] = _join(P.C_inv, qa, new[o[2]:o[3]])  # q̄ = c⁻¹(qa, q̄u) with q̄u as evaluated
+    return new, OK
+
+
+# ----------------------------------------------------------------------------- Algorithm 2
+
+
+@njit(cache=True, inline="always")
+def _stack(a, v):  # type: ignore[no-untyped-def]
+    """``[a | v]``: the matrix ``a`` with the column ``v`` appended."""
+    r, c = a.shape
+    out = np.empty((r, c + 1))
+    out[:, :c] = a
+    out[:, c] = v
+    return out
+
+
+@njit(cache=True, inline="always")
+def alg2_rates(Ja, Ju, Hua, Huu, ex, eE, gamma_z, gamma_e, damping):  # type: ignore[no-untyped-def]
+    """Rates ``(q̇a, q̇u)`` of Algorithm 2, projector form (:func:`poise.ik.held.algorithm2_rates`).
+
+    ``PE = [I; −Huu⁻¹Hua] (I − Ja⁻¹Ju Huu⁻¹Hua)⁻¹``, ``PZ = [−Ja⁻¹Ju; I] (I − Huu⁻¹Hua Ja⁻¹Ju)⁻¹``,
+    ``(q̇a, q̇u) = PE Ja⁻¹ ΓZ ex + PZ Huu⁻¹ ΓE eE``; ``Ja⁻¹`` is the (damped) right
+    pseudo-inverse when ``Ja`` is not square or ``damping > 0``. Returns ``(rates, ok)``.
+    """
+    k, m = Ja.shape
+    nu = Huu.shape[0]
+    gz = gamma_z * ex
+    ge = gamma_e * eE
+    rhs = _stack(Ju, gz)
+    if k == m and damping == 0.0:
+        ja_solved, ok = solve_mat(Ja, rhs)
+    else:
+        jinv, ok = damped_pinv(Ja, damping)
+        ja_solved = matmul(jinv, rhs)
+    if not ok:
+        return np.zeros(m + nu), False
+    huu_solved, ok = solve_mat(Huu, _stack(Hua, ge))
+    if not ok:
+        return np.zeros(m + nu), False
+    ja_inv_ju = ja_solved[:, :nu].copy()
+    ja_inv_gz = ja_solved[:, nu].copy()
+    huu_inv_hua = huu_solved[:, :m].copy()
+    huu_inv_ge = huu_solved[:, m].copy()
+    w, ok = solve_vec(np.eye(m) - matmul(ja_inv_ju, huu_inv_hua), ja_inv_gz)
+    if not ok:
+        return np.zeros(m + nu), False
+    z, ok = solve_vec(np.eye(nu) - matmul(huu_inv_hua, ja_inv_ju), huu_inv_ge)
+    if not ok:
+        return np.zeros(m + nu), False
+    rates = np.empty(m + nu)
+    rates[:m] = w - matvec(ja_inv_ju, z)
+    rates[m:] = z - matvec(huu_inv_hua, w)
+    return rates, True
+
+
+@njit(cache=True, inline="always")
+def alg2_propose(C_inv, m, k, state, x, target, gamma_z, gamma_e, damping, dt, max_step):  # type: ignore[no-untyped-def]
+    """One Algorithm-2 step (``Alg2Stepper.propose``): ``ḟ = ΓZ ex``, ``Ġu = −ΓE Gu``.
+
+    A singular system is retried with ``λ = max(damping, 1e-6)``, as the reference does; the
+    step is bounded to ``max_step`` [rad] per joint.
+
+    Returns:
+        ``([qa_new; qu_next] (n,), status)``; the caller keeps ``qu_next`` for the commit.
+    """
+    n = C_inv.shape[0]
+    _, qa, qu, _, _, Gu, Ja, Ju, Hua, Huu, _ = unpack(state, n, m, k)
+    ex = target - x
+    rates, ok = alg2_rates(Ja, Ju, Hua, Huu, ex, -Gu, gamma_z, gamma_e, damping)
+    if not ok:
+        rates, ok = alg2_rates(Ja, Ju, Hua, Huu, ex, -Gu, gamma_z, gamma_e,
+                               max(damping, 1e-6))
+        if not ok:
+            return np.zeros(n), SINGULAR
+    delta = _bounded(C_inv, dt * rates, max_step)
+    out = np.empty(n)
+    out[:m] = qa + delta[:m]
+    out[m:] = qu + delta[m:]
+    return out, OK
+
+
+# ----------------------------------------------------------------------------- plain CLIK
+
+
+@njit(cache=True, inline="always")
+def plain_propose(C, C_inv, m, k, state, x, target, gamma, damping, dt, max_step):  # type: ignore[no-untyped-def]
+    """One DLS CLIK step on all of ``q`` (``PlainStepper.propose``), statics ignored:
+    ``Δq = Δt Γ J⁺_λ e`` in actuation coordinates, bounded to ``max_step`` [rad] per joint.
+
+    ``J = ∂h/∂q`` at q̄ is taken from the state, ``J = [Ja Ju] C`` (the reference evaluates
+    it anew; the two differ by rounding, ~cond(C) ulps).
+
+    Returns:
+        ``([qa_new; qu_next] (n,), status)``.
+    """
+    n = C.shape[0]
+    _, qa, qu, _, _, _, Ja, Ju, _, _, _ = unpack(state, n, m, k)
+    jc = np.empty((k, n))
+    jc[:, :m] = Ja
+    jc[:, m:] = Ju
+    jac = matmul(jc, C)
+    e = target - x
+    jinv, ok = damped_pinv(jac, damping)
+    if not ok:
+        return np.zeros(n), SINGULAR
+    dq = _bounded(C_inv, matvec(C, dt * gamma * matvec(jinv, e)), max_step)
+    out = np.empty(n)
+    out[:m] = qa + dq[:m]
+    out[m:] = qu + dq[m:]
+    return out, OK
+
+
+# ----------------------------------------------------------------------------- simulator
+
+
+@njit(cache=True)
+def acceleration(args, q, qd, tau):  # type: ignore[no-untyped-def]
+    """``q̈ = M⁻¹ (Aᵀ τ − C q̇ − D q̇ − G)`` (n,) [rad/s²] (:meth:`poise.sim.Dynamics.acceleration`).
+
+    ``A`` = the first m rows of ``C``; ``M`` is solved by Cholesky, by LU if it is not
+    positive definite (as ``solve_spd``).
+    """
+    P = family.as_arrays(args)
+    n, m = P.C.shape[0], P.m
+    M, bias, g = family.dynamics_terms(P, q, qd)
+    f = np.empty(n)
+    for j in range(n):
+        acc = 0.0
+        for i in range(m):
+            acc += P.C[i, j] * tau[i]
+        f[j] = acc - bias[j] - P.damping[j] * qd[j] - g[j]
+    low, ok = cholesky(M)
+    if ok:
+        return cho_solve(low, f)
+    sol, _ = solve_vec(M, f)
+    return sol

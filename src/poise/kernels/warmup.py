@@ -1,0 +1,74 @@
+"""Compile (or load from the cache) every kernel a model uses, before the first cycle.
+
+A kernel compiles on its first call for a new argument type: seconds on the reference
+machine, never acceptable inside a control cycle. :func:`warm_up` calls each kernel once with
+a packed model and arguments of exactly the types the steppers and the simulator pass
+(float64 C-contiguous arrays, Python floats and ints), so that afterwards no call compiles.
+With ``cache=True`` a later process loads the compiled code from disk instead (see
+:mod:`poise.kernels.cache`); the report says how long each kernel took either way.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from poise.kernels import steps
+from poise.kernels.packed import PackedModel
+
+
+@dataclass(frozen=True)
+class WarmUpReport:
+    """What :func:`warm_up` did.
+
+    Attributes:
+        model: the model's name.
+        seconds: wall time of the whole warm-up [s].
+        kernels: wall time of the first call of each kernel [s] (compile or cache load).
+    """
+
+    model: str
+    seconds: float
+    kernels: dict[str, float] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        """One line for a log."""
+        slowest = max(self.kernels, key=self.kernels.__getitem__) if self.kernels else "-"
+        return (f"kernels for {self.model}: {len(self.kernels)} ready in {self.seconds:.2f} s "
+                f"(slowest {slowest})")
+
+
+def warm_up(packed: PackedModel, *, dynamics: bool = True) -> WarmUpReport:
+    """Call every kernel a run uses once for ``packed``: ``fk`` and ``G``, the stepper
+    kernels (``blocks``, ``propose`` and ``commit`` of each algorithm) and, with ``dynamics``,
+    the simulator's right-hand side."""
+    n, m, k = packed.n, packed.m, packed.task_dim
+    args = packed.args
+    q = np.zeros(n)
+    x = np.zeros(k)
+    times: dict[str, float] = {}
+    t_start = time.perf_counter()
+
+    def run(name: str, fn, *a) -> object:  # type: ignore[no-untyped-def]
+        t0 = time.perf_counter()
+        out = fn(args, *a)
+        times[name] = time.perf_counter() - t0
+        return out
+
+    run("fk", steps.fk, q)
+    run("G", steps.G, q)
+    state = run("blocks", steps.blocks, q)
+    empty = np.zeros(0)
+    C, C_inv = packed.arrays.C, packed.arrays.C_inv
+    for name, code in steps.ALGORITHM_CODES.items():
+        t0 = time.perf_counter()
+        out, _ = steps.propose(C, C_inv, m, k, code, state, x, x, steps.UPDATE_CODES["dls"],
+                               1.0, 1.0, 1.0, 1e-2, 1e-3, 0.05)
+        times[f"propose {name}"] = time.perf_counter() - t0
+        run(f"commit {name}", steps.commit, code, state, out[:m], out[m:] if code else empty,
+            1e-8, 4)
+    if dynamics:
+        run("acceleration", steps.acceleration, q, q, np.zeros(m))
+    return WarmUpReport(packed.name, time.perf_counter() - t_start, times)
