@@ -134,15 +134,18 @@ def _run(args: argparse.Namespace, stop: StopFlag) -> int:
         return EXIT_CODES["bad_input"]
     telemetry = None
     summary: dict[str, Any] | None = None
+    refused = False
     try:
-        telemetry = _attach_telemetry(controller, args.quiet, _log_path(config, args))
+        if not stop:  # a signal during start-up: start nothing more
+            telemetry = _attach_telemetry(controller, args.quiet, _log_path(config, args))
         if not args.quiet:
             print(f"poise run: {config.model.name}, {config.algorithm.name}, mode "
                   f"{config.loop.mode}, {config.loop.rate:g} Hz, device {config.device.port}"
                   + (f", {duration:g} s" if duration else ", Ctrl-C to stop"), file=sys.stderr)
         if not stop:
             resp = controller.start("cli start")
-            if not resp.accepted:
+            refused = not resp.accepted
+            if refused:
                 print(f"poise run: cannot start: {resp.reason}", file=sys.stderr)
             else:
                 _wait(controller, stop, duration, args.quiet)
@@ -160,16 +163,17 @@ def _run(args: argparse.Namespace, stop: StopFlag) -> int:
         print(json.dumps(summary, indent=1))
     else:
         print(format_summary(summary))
-    return exit_code(summary)
+    return exit_code(summary, refused)
 
 
-def exit_code(summary: dict[str, Any]) -> int:
-    """The exit code of a run from its final summary (see :data:`EXIT_CODES`)."""
+def exit_code(summary: dict[str, Any], refused: bool = False) -> int:
+    """The exit code of a run from its final summary (see :data:`EXIT_CODES`); ``refused``:
+    the controller could not start (a fault)."""
     state = summary["state"]
     if state in ("fault", "estop"):
         return EXIT_CODES[state]
-    if summary.get("timing", {}).get("cycles", 0) == 0 and not summary.get("reached"):
-        return EXIT_CODES["fault"]  # never ran (could not start)
+    if refused:
+        return EXIT_CODES["fault"]
     return EXIT_CODES["reached" if summary.get("reached") else "not_reached"]
 
 

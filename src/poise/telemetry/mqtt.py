@@ -33,6 +33,7 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
+import gc
 import logging
 import os
 import random
@@ -55,6 +56,8 @@ log = logging.getLogger(__name__)
 
 #: Most telemetry messages per second the bridge will send.
 MAX_RATE_HZ = 100.0
+#: How long a stop waits for a connect in progress to finish before abandoning it [s].
+CONNECT_GRACE = 1.0
 #: Commands served on a connection of their own, so a flood on ``set/#`` never delays them.
 URGENT_TOPICS = ("estop",)
 #: Owed QoS-1 messages published at once (aiomqtt warns past its pending-calls threshold,
@@ -366,12 +369,17 @@ class MqttBridge:
             backoff = 0.2 if was_connected else min(backoff * 2, 5.0)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), backoff * random.uniform(0.8, 1.2))
+        await _collect_abandoned_clients()
 
     async def _session_or_stop(self, stopper: asyncio.Task[Any]) -> bool:
         """Run a session; a stop requested before it connected abandons the attempt (a
         connected session ends itself cleanly, publishing ``offline``)."""
         session = asyncio.create_task(self._session())
         await asyncio.wait({session, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        if not session.done() and not self.connected.is_set():
+            # a connect in progress is let finish (ms on a reachable broker): cancelling
+            # aiomqtt inside Client.__aenter__ leaks paho's socket (aiomqtt issue #377)
+            await asyncio.wait({session}, timeout=CONNECT_GRACE)
         if not session.done() and not self.connected.is_set():
             session.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -403,7 +411,10 @@ class MqttBridge:
                 await client.publish(topics.model, dumps(self.model), qos=1, retain=True,
                                      timeout=5)
             await self._publish_status(client)  # retained $state and params first ...
-            await asyncio.to_thread(self._urgent.connected.wait, 5.0)  # ... e-stops served ...
+            for _ in range(50):  # ... e-stops served (up to 5 s) ...
+                if self._urgent.connected.is_set():
+                    break
+                await asyncio.sleep(0.1)
             self.connected.set()  # ... so "connected" means "announced"
             self.stats.connects += 1
             self.stats.last_error = ""
@@ -595,6 +606,18 @@ class MqttBridge:
         self._owed.append((self.topics.response, dumps(response.as_dict())))
 
 
+async def _collect_abandoned_clients() -> None:
+    """Destroy aiomqtt clients abandoned mid-connect while their event loop still runs.
+
+    A session cancelled during ``Client.__aenter__`` (a stop while connecting) leaves paho's
+    socket open; were it garbage-collected after ``asyncio.run`` closed the loop, its socket
+    callback would print "Event loop is closed" (aiomqtt issue #377). Collecting it here, and
+    letting the loop run the cancellation it schedules, ends it cleanly."""
+    gc.collect()
+    for _ in range(3):
+        await asyncio.sleep(0)
+
+
 class _ReceiveQueue(asyncio.PriorityQueue):  # type: ignore[type-arg]
     """A FIFO of received messages in which stops (``set/run`` with ``"stop"``) and e-stops go
     first (aiomqtt's documented way to prioritise messages: a ``queue_type`` that orders
@@ -652,16 +675,20 @@ class _UrgentListener:
         while not self._stopping.is_set():
             session = asyncio.create_task(self._session())
             await asyncio.wait({session, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            if not session.done() and not self.connected.is_set():  # see CONNECT_GRACE
+                await asyncio.wait({session}, timeout=CONNECT_GRACE)
             if not session.done():
                 session.cancel()
             with contextlib.suppress(asyncio.CancelledError, aiomqtt.MqttError, OSError):
                 await session
+            del session  # nothing may keep an abandoned client alive past the loop
             self.connected.clear()
             if self._stopping.is_set():
                 break
             backoff = min(backoff * 2, 5.0)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), backoff * random.uniform(0.8, 1.2))
+        await _collect_abandoned_clients()
 
     async def _session(self) -> None:
         cfg, topics = self.bridge.config, self.bridge.topics
