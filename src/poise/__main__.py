@@ -2,6 +2,6 @@
 
 import sys
 
-from poise.cli import main
+from poise._entry import main
 
 sys.exit(main())

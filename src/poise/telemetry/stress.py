@@ -156,8 +156,10 @@ def estop_under_flood(url: str, rounds: int = 10, flood: int = 2000,
     """E-stop latency with ``flood`` commands published right before it, over ``rounds``."""
     rng = random.Random(seed)
     latencies, latched, counts = [], [], []
+    received = 0
     with tempfile.TemporaryDirectory() as logs:
         svc = _Service(url, logs)
+        stats = svc.telemetry.bridge.stats  # type: ignore[union-attr]
         try:
             svc.telemetry.bridge.wait_connected(10)  # type: ignore[union-attr]
             for r in range(rounds):
@@ -166,7 +168,9 @@ def estop_under_flood(url: str, rounds: int = 10, flood: int = 2000,
                 svc.events.drain()
                 commands = _targets(flood, rng, f"e{r}")
                 ids = {c for _, _, c in commands} | {f"e{r}-estop"}
+                before = stats.commands
                 got = publish_round(url, svc.robot_id, commands, f"e{r}-estop")
+                received += stats.commands - before
                 t0, answers = got["t_estop"], got["answers"]
                 ack = state = None
                 deadline = time.monotonic() + 10
@@ -185,7 +189,7 @@ def estop_under_flood(url: str, rounds: int = 10, flood: int = 2000,
         finally:
             svc.close()
     return {"rounds": rounds, "flood": flood, "disarm_ms": _pct(latencies),
-            "latched_ms": _pct(latched),
+            "latched_ms": _pct(latched), "received_by_service": received,
             "responses": {k: sum(c[k] for c in counts) for k in
                           ("expected", "answered", "duplicates")}}
 
@@ -204,21 +208,24 @@ def command_flood(url: str, flood: int = 2000, seed: int = 1) -> dict[str, Any]:
             commands.append((name, value, f"f-{i}"))
     with tempfile.TemporaryDirectory() as logs:
         svc = _Service(url, logs)
+        bridge = svc.telemetry.bridge
         try:
-            svc.telemetry.bridge.wait_connected(10)  # type: ignore[union-attr]
+            bridge.wait_connected(10)  # type: ignore[union-attr]
             svc.ensure_running()
             time.sleep(1.0)
+            received0 = bridge.stats.commands  # type: ignore[union-attr]
             stats = svc.controller.timing_stats
             ids = {c for _, _, c in commands}
             m0, c0, t0 = stats.missed, stats.cycles, time.monotonic()
             answers = publish_round(url, svc.robot_id, commands, None)["answers"]
             m1, c1, t1 = stats.missed, stats.cycles, time.monotonic()
+            received = bridge.stats.commands - received0  # type: ignore[union-attr]
             time.sleep(t1 - t0)  # a quiet window of the same length after it
             m2, c2 = stats.missed, stats.cycles
             dispatch = svc.controller.dispatcher.stats
         finally:
             svc.close()
-    return {"flood": flood, "seconds": round(t1 - t0, 3),
+    return {"flood": flood, "seconds": round(t1 - t0, 3), "received_by_service": received,
             "responses": _count(answers, ids),
             "missed_flood": m1 - m0, "cycles_flood": c1 - c0,
             "missed_quiet": m2 - m1, "cycles_quiet": c2 - c1,
@@ -361,12 +368,14 @@ def table(r: dict[str, Any]) -> str:
         lines.append(f"e-stop behind {e['flood']} commands ({e['rounds']} rounds): device "
                      f"acknowledged p50 {d['p50']} / p99 {d['p99']} / max {d['max']} ms "
                      f"(goal p99 <= 20 ms); latched p99 {s['p99']} ms; responses "
-                     f"{c['answered']}/{c['expected']}, duplicates {c['duplicates']}")
+                     f"{c['answered']}/{c['expected']} (the service received "
+                     f"{e['received_by_service']}), duplicates {c['duplicates']}")
     if "flood" in r:
         f = r["flood"]
         c = f["responses"]
         lines.append(f"flood of {f['flood']} commands in {f['seconds']} s: responses "
-                     f"{c['answered']}/{c['expected']}, duplicates {c['duplicates']}; missed "
+                     f"{c['answered']}/{c['expected']} (received {f['received_by_service']}), "
+                     f"duplicates {c['duplicates']}; missed "
                      f"cycles {f['missed_flood']} of {f['cycles_flood']} (quiet window: "
                      f"{f['missed_quiet']} of {f['cycles_quiet']}); superseded "
                      f"{f['superseded']}, busy {f['busy']}")
