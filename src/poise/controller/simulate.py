@@ -15,6 +15,8 @@ studies use it; the real-time service adds the device, pacing, states and teleme
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from poise.controller.config import Config, ControllerModel, build_model
@@ -65,9 +67,7 @@ class SimulatedLoop:
         plan = self.step.make_plan(np.asarray(target, dtype=float), self.measured(),
                                    self.config.algorithm.tolerance)
         self.step.adopt(plan)
-        self.params = LiveParams(self.params.algorithm, self.params.update, self.params.gamma,
-                                 self.params.gamma_z, self.params.gamma_e, self.params.damping,
-                                 plan.target, self.params.mode)
+        self.params = replace(self.params, target=plan.target)
         return plan.note()
 
     def start(self) -> None:
