@@ -12,10 +12,15 @@ Per model it times, on the same machine and in the same run:
   re-solve), what a control cycle costs;
 * ``alg2_step``: one Algorithm-2 update (actuation blocks, projector rates, Euler step), and
   ``alg2_stacked_step`` the same with the stacked solve (equal rates, fewer LAPACK calls);
+* ``alg1_step_compiled`` / ``alg2_step_compiled``: one cycle of the compiled steppers of
+  :mod:`poise.kernels` (``propose`` then ``commit``, the statics re-solve included), what the
+  controller runs; ``*_compiled_speedup`` = numpy step / compiled step, in the same run;
 * ``alg1_solve`` / ``alg2_solve``: full solves to random reachable held targets from the
   model's zero configuration (mean µs and iterations, success rate).
 
-Goal (issue 3): one Algorithm-2 step on ``soft_arm`` ≤ 100 µs, so a 1 kHz loop has room.
+Goals: issue 3, one Algorithm-2 step on ``soft_arm`` ≤ 100 µs, so a 1 kHz loop has room;
+issue 12, compiled Algorithm-1 step ≤ 15 µs (double_pendulum) and ≤ 40 µs (soft_arm_stiff),
+compiled Algorithm-2 step ≤ 25 µs (soft_arm_stiff).
 """
 
 from __future__ import annotations
@@ -24,13 +29,12 @@ import argparse
 import json
 import pathlib
 import platform
-import statistics
 import sys
-import time
 from collections.abc import Callable
 
 import numpy as np
 
+from poise.benchmarks.timing import per_call_us
 from poise.ik.held import HeldOptions, algorithm1, algorithm1_step, algorithm2, algorithm2_rates
 from poise.ik.statics import solve_statics
 from poise.models import load_model
@@ -38,25 +42,6 @@ from poise.models.actuation import blocks, join
 
 MODELS = ("double_pendulum", "tendon_3link", "soft_arm_stiff", "soft_arm_soft", "dancer")
 RESULTS = pathlib.Path(__file__).parent / "results" / "held_ik.json"
-
-
-def per_call_us(fn: Callable[[], object], min_time: float = 0.2) -> float:
-    """Median over 5 repeats of the mean µs per call, each repeat at least ``min_time`` s."""
-    number = 1
-    while True:
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        if time.perf_counter() - t0 > min_time / 5:
-            break
-        number *= 2
-    samples = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        samples.append((time.perf_counter() - t0) / number * 1e6)
-    return statistics.median(samples)
 
 
 def reachable_targets(model, count: int, rng: np.random.Generator):
@@ -69,6 +54,27 @@ def reachable_targets(model, count: int, rng: np.random.Generator):
         if sol.converged and sol.stable:
             out.append(model.fk(sol.q))
     return out
+
+
+def compiled_step(model, algorithm: str, q0, target) -> Callable[[], None]:
+    """One cycle of the compiled stepper (``propose`` then ``commit``: the update and, for
+    Algorithm 1, the warm-started statics re-solve), compiled before it is timed."""
+    from types import SimpleNamespace
+
+    from poise.kernels import make_compiled_stepper, pack, warm_up
+
+    packed = pack(model)
+    warm_up(packed, dynamics=False)
+    stepper = make_compiled_stepper(algorithm, model, packed)
+    stepper.reset(q0, model.qa_min, model.qa_max)
+    p = SimpleNamespace(update="dls", gamma=1.0, gamma_z=1.0, gamma_e=1.0, damping=1e-3,
+                        target=np.asarray(target, dtype=float))
+
+    def step() -> None:
+        stepper.commit(stepper.propose(p, None, 1e-3))
+
+    step()
+    return step
 
 
 def bench_model(name: str, solves: int, seed: int) -> dict[str, object]:
@@ -96,6 +102,9 @@ def bench_model(name: str, solves: int, seed: int) -> dict[str, object]:
         return step
 
     row["alg1_step_us"] = per_call_us(alg1_step)
+    for label in ("alg1", "alg2"):  # the same steps on the compiled kernels (poise.kernels)
+        row[f"{label}_step_compiled_us"] = per_call_us(compiled_step(model, label, start.q,
+                                                                     target))
     row["alg2_step_us"] = per_call_us(alg2_step("projector"))
     row["alg2_stacked_step_us"] = per_call_us(alg2_step("stacked"))
     for label, solver, kwargs in (
@@ -113,19 +122,22 @@ def bench_model(name: str, solves: int, seed: int) -> dict[str, object]:
         row[f"{label}_mean_iterations"] = float(np.mean(iters))
         row[f"{label}_success_rate"] = ok / len(targets)
     row["alg1_step_ratio"] = row["alg1_step_us"] / row["baseline_us"]
+    row["alg1_compiled_speedup"] = row["alg1_step_us"] / row["alg1_step_compiled_us"]
+    row["alg2_compiled_speedup"] = row["alg2_step_us"] / row["alg2_step_compiled_us"]
     row["alg2_step_ratio"] = row["alg2_step_us"] / row["baseline_us"]
     return row
 
 
 def print_table(rows: list[dict[str, object]]) -> None:
-    head = (f"{'model':16} {'G(q) µs':>8} {'A1 step':>8} {'A2 step':>8} {'A2 stk':>7} "
-            f"{'A2/G':>6} "
+    head = (f"{'model':16} {'G(q) µs':>8} {'A1 step':>8} {'compiled':>9} {'A2 step':>8} "
+            f"{'compiled':>9} {'A2 stk':>7} {'A2/G':>6} "
             f"{'A1 solve':>9} {'it':>5} {'ok':>5} {'A2 solve':>9} {'it':>6} {'ok':>5}")
     print(head)
     print("-" * len(head))
     for r in rows:
         print(f"{r['model']:16} {r['baseline_us']:8.1f} {r['alg1_step_us']:8.1f} "
-              f"{r['alg2_step_us']:8.1f} {r['alg2_stacked_step_us']:7.1f} "
+              f"{r['alg1_step_compiled_us']:9.1f} {r['alg2_step_us']:8.1f} "
+              f"{r['alg2_step_compiled_us']:9.1f} {r['alg2_stacked_step_us']:7.1f} "
               f"{r['alg2_step_ratio']:6.1f} "
               f"{r['alg1_solve_mean_us']:9.0f} {r['alg1_mean_iterations']:5.1f} "
               f"{r['alg1_success_rate']:5.0%} {r['alg2_solve_mean_us']:9.0f} "

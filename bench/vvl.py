@@ -1,10 +1,15 @@
-"""Seed 001 III-B protocol: Jacobian vs DLS vs VVL on cc3d_N, N = 2…7.
+"""Seed 001 III-B protocol: Jacobian vs DLS vs VVL on cc3d_N, N = 2…7 (and ``robust``).
 
 For every N: ``groups`` groups of ``group_size`` targets sampled uniformly in joint space
 (κ_i ∈ [0, π], φ_i ∈ [−π, π), nominal lengths L = 1), each method solved once from the neutral
 start to 500 iterations with the smallest tolerance, recording the first iteration at which the
 eq.-(21) metric falls below each tolerance. Success within cap c at tolerance τ ⇔ that first
 iteration ≤ c (counted twice: tolerance met; tolerance met with every |κ_i L_i| ≤ 2π).
+
+``--methods robust`` (beyond the paper, :mod:`poise.ik.continuum_robust`) runs on the same
+targets through the public single-target API: its iterations count every evaluation of every
+restart, its answer is re-checked with the numpy reference kinematics (error and |κ_i L_i|),
+and every solve is timed; a second, timed pass at tol 1e-6 gives the median time per solve.
 
     python bench/vvl.py [--quick] [--segments 2 3 ...] [--json FILE] [--workers 2]
     poise bench vvl ...   (same options)
@@ -23,21 +28,34 @@ from pathlib import Path
 
 import numpy as np
 
-from poise.ik.continuum import DEFAULT_BETA, METHODS, ContinuumOptions, random_targets
+from poise.ik import se3
+from poise.ik.continuum import (
+    ALL_METHODS,
+    DEFAULT_BETA,
+    METHODS,
+    ROBUST_METHOD,
+    ContinuumOptions,
+    random_targets,
+)
 from poise.ik.continuum_batch import solve_batch
 from poise.models.cc3d import cc3d
 
 CAPS = (30, 60, 100, 160, 500)
 TOLS = (1e-4, 1e-6, 1e-8)
+TIME_TOL = 1e-6
+"""Tolerance of the robust method's timing pass (the goal's tolerance)."""
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_group(n_seg: int, method: str, group: int, size: int, seed: int, beta: float,
-              start: str = "neutral", extra: dict | None = None) -> dict:
+              start: str = "neutral", extra: dict | None = None,
+              robust: dict | None = None) -> dict:
     """One group: per-target first hits (T,) and coil flags, plus target positions."""
     model = cc3d(n_seg)
     rng = np.random.default_rng([seed, n_seg, group])
     _, targets = random_targets(model, size, rng)
+    if method == ROBUST_METHOD:
+        return run_robust(model, targets, robust)
     q0 = None
     if start == "perturbed":  # seed 001 III-A: "randomly perturbed" instead of neutral
         prng = np.random.default_rng([seed, n_seg, group, 1])
@@ -55,6 +73,49 @@ def run_group(n_seg: int, method: str, group: int, size: int, seed: int, beta: f
     }
 
 
+def run_robust(model, targets: np.ndarray, overrides: dict | None = None) -> dict:
+    """The robust method on one group, one public-API solve per target.
+
+    Pass 1 (tol = min(TOLS), cap = max(CAPS)): first iteration with ``e_k < τ`` per tolerance
+    from ``residual_history`` (the running error over every restart; a solve stopped at τ
+    would stop there, since restarts do not depend on τ or on the cap). The final answer is
+    re-checked with the numpy reference (``model.pose``, ``se3.log``, ``|κ_i L_i| ≤ 2π``); a
+    hit whose answer fails the check counts as coiled (not valid). Pass 2: the same solves at
+    tol = TIME_TOL, timed one by one (wall time of the whole call). The method runs with its
+    default options and ``overrides`` (``--robust KEY=VALUE``); the paper methods' ``extra``
+    settings do not apply to it.
+    """
+    from poise.ik.continuum_robust import RobustOptions, solve_robust
+
+    opts = RobustOptions(**(overrides or {}), tol=min(TOLS), max_iter=max(CAPS))
+    size = len(targets)
+    first_hit = np.full((size, len(TOLS)), -1, dtype=np.int64)
+    invalid = np.zeros(size, dtype=bool)
+    restarts = np.zeros(size, dtype=np.int64)
+    t = time.perf_counter()
+    for i, T_D in enumerate(targets):
+        res = solve_robust(model, T_D, options=opts)
+        h = res.residual_history
+        for j, tol in enumerate(TOLS):
+            below = np.flatnonzero(h < tol)
+            first_hit[i, j] = below[0] if below.size else -1
+        V = se3.log(T_D @ se3.inverse(model.pose(res.q)))
+        invalid[i] = bool(model.coiled(res.q)) or (res.success and float(V @ V) >= opts.tol)
+        restarts[i] = res.restarts
+    seconds = time.perf_counter() - t
+    timing = RobustOptions(**{**opts.__dict__, "tol": TIME_TOL})
+    times, cpu = np.empty(size), np.empty(size)
+    for i, T_D in enumerate(targets):
+        t0, c0 = time.perf_counter(), time.thread_time()
+        solve_robust(model, T_D, options=timing)
+        times[i], cpu[i] = time.perf_counter() - t0, time.thread_time() - c0
+    return {
+        "first_hit": first_hit, "coiled_at_hit": np.repeat(invalid[:, None], len(TOLS), 1),
+        "positions": targets[:, :3, 3], "seconds": seconds,
+        "length_error": np.zeros(size), "times": times, "cpu_times": cpu, "restarts": restarts,
+    }
+
+
 def _job(args):
     return args, run_group(*args)
 
@@ -63,9 +124,21 @@ def summarise(hits: list[dict]) -> dict:
     """Per (cap, tol): success rates (both definitions) and mean iterations over successes,
     as mean ± std over groups."""
     out = {}
+    if "times" in hits[0]:  # robust: time per solve (tol TIME_TOL, cap 500) and restarts
+        times = np.concatenate([g["times"] for g in hits])
+        cpu = np.concatenate([g["cpu_times"] for g in hits])
+        restarts = np.concatenate([g["restarts"] for g in hits])
+        out["timing"] = {
+            "tol": TIME_TOL, "median_us": float(1e6 * np.median(times)),
+            "mean_us": float(1e6 * np.mean(times)), "p99_us": float(1e6 * np.quantile(times, 0.99)),
+            "cpu_median_us": float(1e6 * np.median(cpu)), "cpu_mean_us": float(1e6 * np.mean(cpu)),
+            "cpu_p99_us": float(1e6 * np.quantile(cpu, 0.99)),
+            "mean_restarts": float(restarts.mean()),
+            "share_restarted": float(np.mean(restarts > 0)),
+        }
     for ti, tol in enumerate(TOLS):
         for cap in CAPS:
-            rates, rates_valid, iters, iters_valid = [], [], [], []
+            rates, rates_valid, iters, iters_valid, all_valid = [], [], [], [], []
             for g in hits:
                 h, c = g["first_hit"][:, ti], g["coiled_at_hit"][:, ti]
                 ok = (h >= 0) & (h <= cap)
@@ -74,6 +147,7 @@ def summarise(hits: list[dict]) -> dict:
                 rates_valid.append(okv.mean())
                 iters.append(h[ok].mean() if ok.any() else math.nan)
                 iters_valid.append(h[okv].mean() if okv.any() else math.nan)
+                all_valid.append(h[okv])
             out[f"{cap}|{tol:g}"] = {
                 "cap": cap, "tol": tol,
                 "success": float(np.mean(rates)), "success_std": float(np.std(rates)),
@@ -82,13 +156,17 @@ def summarise(hits: list[dict]) -> dict:
                 "mean_iters": float(np.nanmean(iters)), "mean_iters_std": float(np.nanstd(iters)),
                 "mean_iters_valid": float(np.nanmean(iters_valid)),
             }
+            if "times" in hits[0]:
+                valid = np.concatenate(all_valid)
+                out[f"{cap}|{tol:g}"]["median_iters_valid"] = (
+                    float(np.median(valid)) if valid.size else math.nan)
     return out
 
 
 def run(segments, groups, size, seed, beta, methods=METHODS, workers=1, start="neutral",
-        extra=None, log=print):
+        extra=None, log=print, robust=None):
     """The protocol; returns (summary dict, raw per-group results)."""
-    jobs = [(n, m, g, size, seed, beta, start, extra)
+    jobs = [(n, m, g, size, seed, beta, start, extra, robust)
             for n in segments for m in methods for g in range(groups)]
     raw: dict = {}
     t0 = time.perf_counter()
@@ -107,7 +185,7 @@ def run(segments, groups, size, seed, beta, methods=METHODS, workers=1, start="n
         "protocol": {
             "segments": list(segments), "groups": groups, "group_size": size, "seed": seed,
             "beta": beta, "caps": list(CAPS), "tols": list(TOLS), "start": start,
-            "extra": extra or {},
+            "extra": extra or {}, "robust_options": robust or {},
             "sampling": "kappa_i ~ U[0, pi] 1/m, phi_i ~ U[-pi, pi), L_i = 1 m",
             "metric": "||log(T_D T_e^-1)||^2 (base-frame twist [w; v]), eq. (21)",
             "trials": len(jobs) * size, "wall_time_s": time.perf_counter() - t0,
@@ -125,11 +203,13 @@ def markdown(summary: dict) -> str:
     p = summary["protocol"]
     lines = ["# VVL benchmark (seed 001 III-B protocol)\n",
              f"{p['groups']} group(s) × {p['group_size']} targets per N, β = {p['beta']}, "
-             f"start: {p['start']} {p['extra'] or ''}; {p['trials']:,} trials in "
+             f"start: {p['start']} {p['extra'] or ''}"
+             f"{' robust options ' + str(p['robust_options']) if p.get('robust_options') else ''}"
+             f"; {p['trials']:,} trials in "
              f"{p['wall_time_s']:.0f} s. Cells: success % (tol met) / % (tol met, all "
              "|κl| ≤ 2π) ± std over groups of the first; mean iterations of the successes.\n"]
     segs = sorted({int(k.split('|')[0]) for k in summary["results"]})
-    methods = [m for m in METHODS if f"{segs[0]}|{m}" in summary["results"]]
+    methods = [m for m in ALL_METHODS if f"{segs[0]}|{m}" in summary["results"]]
     for tol in TOLS:
         lines.append(f"\n## tolerance {tol:g}\n")
         lines.append("| N | method | " + " | ".join(f"cap {c}" for c in CAPS) + " |")
@@ -143,7 +223,38 @@ def markdown(summary: dict) -> str:
                     cells.append(f"{100 * s['success']:.1f} / {100 * s['success_valid']:.1f} "
                                  f"± {100 * s['success_std']:.1f} ({s['mean_iters']:.0f} it)")
                 lines.append(f"| {n} | {m} | " + " | ".join(cells) + " |")
-    return "\n".join(lines[:2]) + compact(summary) + "\n".join(lines[2:]) + "\n"
+    head = "\n".join(lines[:2]) + compact(summary)
+    if ROBUST_METHOD in methods:
+        head += robust_table(summary)
+    return head + "\n".join(lines[2:]) + "\n"
+
+
+def robust_table(summary: dict) -> str:
+    """The robust method against its goal: tol 1e-6 met with every |κl| ≤ 2π (verified with the
+    reference kinematics) at caps 30 / 100 / 500, iterations, restarts, time per solve."""
+    res = summary["results"]
+    segs = sorted({int(k.split("|")[0]) for k in res})
+    out = [f"\n## {ROBUST_METHOD}: tol 1e-6, success % (tol met and uncoiled, verified) and cost"
+           "\n", "Iterations count every evaluation of every restart (candidates included). "
+           f"Time: one `solve_robust` call at tol {TIME_TOL:g}, cap 500, wall clock and the "
+           "thread's CPU time (the mean and p99 of wall time include waits for the CPU on a "
+           "loaded machine).\n",
+           "| N | cap 30 | cap 100 | cap 500 (± std over groups) | iterations mean / median "
+           "(cap 500) | restarted % | mean restarts | wall median / mean / p99 [µs] | "
+           "CPU median / mean / p99 [µs] |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for n in segs:
+        r = res[f"{n}|{ROBUST_METHOD}"]
+        c30, c100, c500 = (r[f"{c}|1e-06"] for c in (30, 100, 500))
+        t = r["timing"]
+        out.append(
+            f"| {n} | {100 * c30['success_valid']:.2f} | {100 * c100['success_valid']:.2f} | "
+            f"{100 * c500['success_valid']:.3f} ± {100 * c500['success_valid_std']:.2f} | "
+            f"{c500['mean_iters_valid']:.1f} / {c500['median_iters_valid']:.0f} | "
+            f"{100 * t['share_restarted']:.1f} | {t['mean_restarts']:.2f} | "
+            f"{t['median_us']:.0f} / {t['mean_us']:.0f} / {t['p99_us']:.0f} | "
+            f"{t['cpu_median_us']:.0f} / {t['cpu_mean_us']:.0f} / {t['cpu_p99_us']:.0f} |")
+    return "\n".join(out) + "\n"
 
 
 def compact(summary: dict) -> str:
@@ -151,7 +262,7 @@ def compact(summary: dict) -> str:
     definitions, and mean iterations at cap 500 per tolerance, VVL relative to Jacobian."""
     res = summary["results"]
     segs = sorted({int(k.split("|")[0]) for k in res})
-    methods = [m for m in METHODS if f"{segs[0]}|{m}" in res]
+    methods = [m for m in ALL_METHODS if f"{segs[0]}|{m}" in res]
     out = ["\n## Summary (tol 1e-4): success % at cap 30 / cap 500 — tol met | tol met and "
            "uncoiled\n",
            "| N | " + " | ".join(f"{m}: tol met | {m}: uncoiled" for m in methods) + " |",
@@ -184,7 +295,7 @@ def figures(summary: dict, raw: dict, outdir: Path, tag: str = "") -> list[Path]
     outdir.mkdir(parents=True, exist_ok=True)
     paths = []
     segs = sorted({n for n, _ in raw})
-    methods = [m for m in METHODS if (segs[0], m) in raw]
+    methods = [m for m in ALL_METHODS if (segs[0], m) in raw]
     fig, axes = plt.subplots(len(methods), len(segs),
                              figsize=(2.6 * len(segs), 2.6 * len(methods)), squeeze=False)
     for i, m in enumerate(methods):
@@ -256,7 +367,12 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="VVL: end the free-length phase below this virtual-length error")
     ap.add_argument("--max-step", type=float, default=None,
                     help="safeguard (beyond seed 001): clip every step to max|Δx| ≤ this")
-    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=ALL_METHODS,
+                    help=f"default: the paper's {' '.join(METHODS)}; {ROBUST_METHOD}: beyond "
+                         "the paper, default options (the settings above do not apply)")
+    ap.add_argument("--robust", nargs="+", default=None, metavar="KEY=VALUE",
+                    help="robust: option overrides (poise.ik.continuum_robust.RobustOptions), "
+                         "e.g. candidates=1 max_step=0.5")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
                     help="worker processes (default: min(2, CPUs))")
@@ -267,6 +383,22 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--report", type=Path, default=None,
                     help="only re-print the tables of an earlier --json summary")
     ap.add_argument("--tag", default="", help="suffix of the figure names")
+
+
+def robust_overrides(pairs: list[str]) -> dict:
+    """``["candidates=1", "max_step=0.5"]`` → typed RobustOptions overrides (checked)."""
+    from poise.ik.continuum_robust import RobustOptions
+
+    defaults = RobustOptions().__dict__
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or key not in defaults or key in ("tol", "max_iter"):
+            raise ValueError(f"{pair!r}: expected KEY=VALUE with KEY one of "
+                             f"{', '.join(k for k in defaults if k not in ('tol', 'max_iter'))}")
+        out[key] = type(defaults[key])(float(value))
+    RobustOptions(**out)  # InvalidInputError (a ValueError) for values out of range
+    return out
 
 
 def run_cli(args: argparse.Namespace) -> int:
@@ -285,9 +417,14 @@ def run_cli(args: argparse.Namespace) -> int:
     extra = {k: v for k, v in (("vvl_free_iters", args.vvl_free_iters),
                                ("vvl_switch", args.vvl_switch),
                                ("max_step", args.max_step)) if v is not None}
+    try:
+        robust = robust_overrides(args.robust or [])
+    except ValueError as exc:
+        print(f"--robust: {exc}", file=sys.stderr)
+        return 2
     summary, raw = run(args.segments, groups, size, args.seed, args.beta, args.methods,
                        args.workers, args.start, extra or None,
-                       log=lambda s: print(s, file=sys.stderr))
+                       log=lambda s: print(s, file=sys.stderr), robust=robust or None)
     table = markdown(summary)
     print(table)
     if args.json:

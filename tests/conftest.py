@@ -7,6 +7,17 @@ import pytest
 from poise.controller.simdevice import SimDevice
 
 
+@pytest.fixture(scope="session", autouse=True)
+def compiled_kernels():
+    """Compile (or load from Numba's cache) the kernels of both families once, before any
+    test: the service and the simulator compile them at start-up, and on a fresh clone that
+    takes a minute, which subprocess tests must not spend inside their own timeouts."""
+    from poise.kernels import pack, warm_up
+    from poise.models import load_model
+
+    return [warm_up(pack(load_model(name))) for name in ("double_pendulum", "soft_arm_stiff")]
+
+
 @pytest.fixture
 def sim_device():
     """Start ``poise device sim`` subprocesses: ``sim_device(model, *flags, rate=500,

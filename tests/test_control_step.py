@@ -3,8 +3,6 @@ clock (what the service computes, without what it waits for)."""
 
 from __future__ import annotations
 
-import pathlib
-
 import numpy as np
 import pytest
 
@@ -12,8 +10,8 @@ from poise.controller.config import load_config
 from poise.controller.params import LiveParams
 from poise.controller.simulate import SimulatedLoop
 from poise.controller.step import StepFault
+from poise.examples import EXAMPLES_DIR as EXAMPLES  # bundled run configurations
 
-EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
 #: A target counts as reached when the measured task error stays below this [m].
 TOL = 3e-3
 

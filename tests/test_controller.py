@@ -47,9 +47,8 @@ def test_command_line_override_wins_and_is_named_in_errors(tmp_path):
 
 
 def test_every_example_config_loads():
-    import pathlib
+    from poise.examples import EXAMPLES_DIR as root
 
-    root = pathlib.Path(__file__).resolve().parents[1] / "examples"
     names = {p.stem for p in root.glob("*.toml")}
     assert {"double_pendulum", "tendon_3link", "soft_arm_stiff", "soft_arm_soft", "dancer",
             "planar_2link"} <= names

@@ -516,10 +516,11 @@ def test_poise_device_sim_dynamixel_prints_both_ptys_and_serves_bus_and_sensor_b
 
 
 def test_the_example_servo_table_is_valid():
-    import pathlib
     import tomllib
 
-    path = pathlib.Path(__file__).resolve().parents[1] / "examples/dynamixel/tendon_arm.toml"
+    from poise.examples import path as example_path
+
+    path = example_path("dynamixel/tendon_arm")
     with open(path, "rb") as f:
         servos = servos_from_config(tomllib.load(f)["device"]["servos"])
     assert [(s.id, s.sign, s.mode) for s in servos] == [(1, 1, 4), (2, -1, 5)]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import pathlib
 import subprocess
 import sys
 import time
@@ -17,16 +16,16 @@ from poise.controller.bus import Command
 from poise.controller.config import load_config
 from poise.controller.loop import Controller
 from poise.controller.state import State
+from poise.examples import EXAMPLES_DIR as EXAMPLES  # bundled run configurations
 
 #: A target counts as reached when the measured task error stays below this [m].
 TOL = 3e-3
 
 
-EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
 
 
 def controller(port: str, model: str, target=None, **keys) -> Controller:
-    """The controller of ``examples/<model>.toml`` on ``port``, without MQTT."""
+    """The controller of the bundled example ``<model>`` on ``port``, without MQTT."""
     over = {"device.port": (port, "test"), "mqtt.enabled": (False, "test"),
             "algorithm.tolerance": (TOL, "test"), "device.watchdog_ms": (400, "test"),
             "limits.sensor_hold": (0.1, "test"), "limits.sensor_fault": (1.0, "test")}
@@ -138,7 +137,7 @@ def test_disconnect_faults_then_recovers_after_clear_and_start(sim_device):
         assert ctl.wait_for(State.FAULT, timeout=5)
         assert "disconnected" in ctl.reason or "timeout" in ctl.reason
         assert not ctl.start().accepted  # latched
-        assert wait_until(lambda: ctl.link.connected, 5)
+        assert wait_until(lambda: ctl.device.connected, 5)
         assert ctl.clear().accepted and ctl.state == State.READY
         assert ctl.start().accepted and ctl.state == State.RUNNING
         assert settle(ctl, timeout=10) < TOL

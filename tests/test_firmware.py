@@ -1,5 +1,6 @@
 """The C reference firmware: compiled with gcc (C99, warnings as errors) and checked byte for byte
-against the protocol test vectors, plus its watchdog / e-stop / config logic."""
+against the protocol test vectors, plus its watchdog / e-stop / config logic; its Arduino and
+PlatformIO library manifests describe the files that are there."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import pathlib
 import shutil
 import subprocess
+import tomllib
 
 import pytest
 
@@ -16,17 +18,18 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 FW = ROOT / "firmware"
 CFLAGS = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-O1"]
 
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
+needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
 
 
 def build(tmp_path: pathlib.Path, sources: list[pathlib.Path], name: str) -> pathlib.Path:
     exe = tmp_path / name
-    cmd = ["gcc", *CFLAGS, "-I", str(FW / "include"), *map(str, sources), "-lm", "-o", str(exe)]
+    cmd = ["gcc", *CFLAGS, "-I", str(FW / "src"), *map(str, sources), "-lm", "-o", str(exe)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, f"{' '.join(cmd)}\n{proc.stderr}"
     return exe
 
 
+@needs_gcc
 def test_firmware_matches_the_vectors_and_its_watchdog_latches(tmp_path):
     data = json.loads((ROOT / "tests" / "vectors" / "protocol_vectors.json").read_text())
     text = tmp_path / "vectors.txt"
@@ -38,6 +41,7 @@ def test_firmware_matches_the_vectors_and_its_watchdog_latches(tmp_path):
     assert proc.stdout.startswith("ok ")
 
 
+@needs_gcc
 def test_arduino_main_compiles_against_the_library(tmp_path):
     """The Arduino sketch builds as C++ on the host with a stub Arduino.h (no board needed)."""
     if shutil.which("g++") is None:
@@ -45,17 +49,54 @@ def test_arduino_main_compiles_against_the_library(tmp_path):
     stub = tmp_path / "Arduino.h"
     stub.write_text((FW / "test" / "arduino_stub.h").read_text())
     sketch = tmp_path / "sketch.cpp"
-    sketch.write_text((FW / "arduino" / "poise_firmware.ino").read_text()
+    sketch.write_text((FW / "examples" / "TendonArm" / "TendonArm.ino").read_text()
                       + "\nint main() { setup(); for (int i = 0; i < 100; ++i) loop(); }\n")
     objs = []
     for src in sorted((FW / "src").glob("*.c")):
         obj = tmp_path / (src.stem + ".o")
-        subprocess.run(["gcc", *CFLAGS, "-I", str(FW / "include"), "-c", str(src), "-o",
+        subprocess.run(["gcc", *CFLAGS, "-I", str(FW / "src"), "-c", str(src), "-o",
                         str(obj)], check=True, timeout=120)
         objs.append(str(obj))
     cmd = ["g++", "-std=c++11", "-Wall", "-Wextra", "-Werror", "-I", str(tmp_path), "-I",
-           str(FW / "include"), str(sketch), *objs, "-lm", "-o", str(tmp_path / "sketch")]
+           str(FW / "src"), str(sketch), *objs, "-lm", "-o", str(tmp_path / "sketch")]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     run = subprocess.run([str(tmp_path / "sketch")], capture_output=True, timeout=30)
     assert run.returncode == 0
+
+
+def _library_properties() -> dict[str, str]:
+    lines = (FW / "library.properties").read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if line.strip() and not line.startswith("#"))
+
+
+def test_arduino_and_platformio_manifests_describe_the_library_as_it_is_laid_out():
+    """Arduino (library.properties, 1.5 layout) and PlatformIO (library.json) find the headers
+    and sources in src/ and the example sketch at examples/<Name>/<Name>.ino; both manifests
+    carry the package's version."""
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    props = _library_properties()
+    required = ("name", "version", "author", "maintainer", "sentence", "paragraph", "category",
+                "url", "architectures")
+    assert all(props.get(k) for k in required), props
+    assert props["version"] == version
+    assert props["category"] in ("Display", "Communication", "Signal Input/Output", "Sensors",
+                                 "Device Control", "Timing", "Data Storage", "Data Processing",
+                                 "Other")
+    for header in props["includes"].split(","):
+        assert (FW / "src" / header.strip()).is_file()
+
+    manifest = json.loads((FW / "library.json").read_text())
+    assert manifest["name"] == props["name"] and manifest["version"] == version
+    assert manifest["build"]["srcDir"] == "src"
+    for header in manifest["headers"]:
+        assert (FW / manifest["build"]["includeDir"] / header).is_file()
+    for example in manifest["examples"]:
+        for file in example["files"]:
+            assert (FW / example["base"] / file).is_file()
+
+    sketches = sorted((FW / "examples").glob("*/*.ino"))
+    assert sketches and all(s.stem == s.parent.name for s in sketches)
+    assert {e["name"] for e in manifest["examples"]} == {s.stem for s in sketches}
+    for source in (FW / "src").glob("*.c"):  # every source's header sits next to it
+        assert source.with_suffix(".h").is_file()

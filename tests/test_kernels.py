@@ -135,7 +135,8 @@ def test_dynamics_kernels_equal_reference(name):
     model, packed, s = setup(name)
     fam, arr = kernels_of(packed.arrays), packed.arrays
     rng = np.random.default_rng(2)
-    dyn = Dynamics(model)
+    dyn = Dynamics(model, compiled=False)  # the numpy reference
+    assert Dynamics(model).compiled  # what the simulator runs by default
     for q in configurations(model, N_CONFIGS, seed=2):
         qd = rng.uniform(-3.0, 3.0, model.n)  # [rad/s]
         tau = rng.uniform(-1.0, 1.0, model.m) * s.force / max(s.c, 1e-300)

@@ -6,7 +6,7 @@ At a settled pose ``K (q − q0) + G_grav(q) = Aᵀ τ`` holds and is linear in 
 
     from poise.calibration import excitation, run_excitation, PlantDevice, identify
     refs = excitation(model, levels=5)                      # grid, loading then unloading
-    run = run_excitation(PlantDevice(make_plant(...)), refs)  # or LinkDevice(SerialLink(port))
+    run = run_excitation(PlantDevice(make_plant(...)), refs)  # or RoutineDevice(device)
     result = identify(model, run.poses)                      # rank, cond, std errors, held out
     doc = calibration_document(result, run.poses, model_name="double_pendulum", device=run.device)
     write_calibration("cal.json", doc)                       # poise.models.load_model reads it
@@ -43,11 +43,10 @@ from poise.calibration.regressor import (
 from poise.calibration.report import plot_report
 from poise.calibration.routine import (
     DeviceStopped,
-    LinkDevice,
     PlantDevice,
+    RoutineDevice,
     RoutineResult,
     run_excitation,
-    text_progress,
 )
 from poise.calibration.settle import SettleConfig, SettleDetector
 
@@ -57,12 +56,12 @@ __all__ = [
     "CalibrationError",
     "DeviceStopped",
     "Identification",
-    "LinkDevice",
     "NotIdentifiableError",
     "Parameter",
     "ParameterEstimate",
     "PlantDevice",
     "Pose",
+    "RoutineDevice",
     "RoutineResult",
     "SettleConfig",
     "SettleDetector",
@@ -78,6 +77,5 @@ __all__ = [
     "safe_range",
     "statics_regressor",
     "synthetic_poses",
-    "text_progress",
     "write_calibration",
 ]

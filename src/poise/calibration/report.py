@@ -10,12 +10,18 @@ import numpy as np
 
 from poise.calibration.identify import Identification
 from poise.calibration.poses import Pose
+from poise.extras import require
 
 
 def plot_report(result: Identification, poses: Sequence[Pose], path: str | pathlib.Path,
                 *, title: str = "") -> pathlib.Path:
     """Write a PNG with three panels: measured vs predicted equilibrium (every coordinate;
-    held-out poses marked), statics residual per pose, and the parameter table."""
+    held-out poses marked), statics residual per pose, and the parameter table.
+
+    Raises:
+        poise.extras.MissingExtra: matplotlib is not installed (``poise[plot]``).
+    """
+    require("plot", "the calibration report figure")
     import matplotlib
 
     matplotlib.use("Agg")

@@ -19,8 +19,9 @@ It stops early, keeping the poses recorded so far:
   e-stop stays latched until someone clears it;
 * ``fault`` — the device disarmed itself (watchdog) or stopped streaming.
 
-Devices: :class:`LinkDevice` wraps a connected :class:`~poise.firmware_bridge.transport.SerialLink`
-(a real device, or ``poise device sim`` on a pty); :class:`PlantDevice` drives a plant in process
+Devices: :class:`RoutineDevice` wraps any open :class:`~poise.devices.base.Device` (a real
+device, ``poise device sim`` on a pty, a Dynamixel bus with its joint-sensor board);
+:class:`PlantDevice` drives a plant in process
 (``poise.sim.make_plant``) without real-time pacing, for fast tests.
 """
 
@@ -95,26 +96,44 @@ def _check_status(status: int) -> None:
         raise DeviceStopped("fault", "the device disarmed itself")
 
 
-class LinkDevice:
-    """A device behind a connected :class:`~poise.firmware_bridge.transport.SerialLink`."""
+class RoutineDevice:
+    """Any :class:`~poise.devices.base.Device` as the routine's device: the poise wire protocol
+    (a real device, or ``poise device sim`` on a pty), a Dynamixel bus with a joint-sensor
+    board (a composite), ... (see :func:`poise.devices.factory.open_device`).
 
-    def __init__(self, link: Any, *, port: str = "") -> None:
-        self.link = link
-        desc = link.description
-        self.n = int(desc.hello.n_coordinates)
-        self.m = len(desc.channels) - self.n
-        self.port = port or getattr(link, "port", "")
+    A streaming device is answered frame by frame; a polled one (a servo bus) is read at
+    ``poll_rate`` (the host paces it) and each joint-sensor frame is returned once. Sample times
+    are the device's clock where it has one (a sensor board's), else the host's.
+
+    Args:
+        device: the open device (disarmed). It must measure q.
+        port: where it is (provenance).
+        poll_rate: reads per second of a polled device [Hz].
+
+    Raises:
+        DeviceStopped: the device does not measure q (a servo bus without its sensor board).
+    """
+
+    def __init__(self, device: Any, *, port: str = "", poll_rate: float = 200.0) -> None:
+        self.device = device
+        self.description = device.describe()
+        d = self.description
+        if not d.measures_q:
+            raise DeviceStopped("fault", f"{d.name} does not measure q: calibration needs the "
+                                "joint sensors (a sensor board, --sensors PORT)")
+        self.n = int(d.n_q)
+        self.m = int(d.n_a)
+        self.port = port
+        self._period = 1.0 / float(poll_rate)
+        self._next_poll = 0.0
         self._armed = False
-        self._t0: float | None = None
         self._last_us = 0
         self._wraps = 0
 
     def info(self) -> dict[str, Any]:
-        d = self.link.description
-        return {"device": self.port, "firmware_id": d.firmware_id, "rate_hz": d.rate_hz,
-                "protocol_version": d.protocol_version,
-                "schema_checksum": f"0x{d.schema_checksum:08x}",
-                "channels": [c.name for c in d.channels]}
+        d = self.description
+        return {"device": self.port, "firmware_id": d.name,
+                "rate_hz": d.rate_hz if not d.polled else 1.0 / self._period, **d.extra}
 
     #: Device watchdog during the routine [ms]: the excitation is quasi-static (each pose is
     #: held until it settles), so a host stall of a few hundred ms must not abort it; the
@@ -122,16 +141,18 @@ class LinkDevice:
     WATCHDOG_MS = 500
 
     def arm(self) -> None:
-        ack = self.link.configure(msg.ConfigKey.WATCHDOG_MS, float(self.WATCHDOG_MS))
-        if not ack.ok:
-            raise DeviceStopped("fault", f"the device refused a {self.WATCHDOG_MS} ms watchdog")
-        ack = self.link.arm()
-        if not ack.ok:
-            code = msg.ErrorCode(ack.code).name if ack.code in iter(msg.ErrorCode) else ack.code
-            hint = " (an e-stop is latched: clear it first)" if ack.code == \
-                msg.ErrorCode.BAD_STATE else ""
-            raise DeviceStopped("fault", f"the device refused to arm: {code}{hint}")
-        # frames queued before the Arm was applied do not carry ARMED yet: skip them
+        from poise.devices.base import DeviceError
+
+        try:
+            self.device.configure(watchdog_ms=float(self.WATCHDOG_MS))
+        except DeviceError as exc:
+            raise DeviceStopped("fault", f"the device refused a {self.WATCHDOG_MS} ms "
+                                f"watchdog: {exc}") from None
+        try:
+            self.device.arm()
+        except DeviceError as exc:
+            raise DeviceStopped("fault", f"the device refused to arm: {exc}") from None
+        # samples queued before the Arm was applied do not carry ARMED yet: skip them
         deadline = time.monotonic() + 2.0
         while True:
             s = self.read(1.0)
@@ -143,35 +164,58 @@ class LinkDevice:
         self._armed = True
 
     def command(self, qa_ref: FloatArray) -> None:
-        self.link.send_setpoint([float(x) for x in qa_ref], None)
-
-    def read(self, timeout: float) -> Reading:
-        from poise.firmware_bridge.link import DeviceTimeoutError
+        from poise.devices.base import DeviceError
 
         try:
-            sample = self.link.next_sensors(timeout)
-        except DeviceTimeoutError as exc:
-            raise DeviceStopped("fault", f"no sensor frame: {exc}") from None
-        s = sample.sensors
-        us = int(sample.device_time_us)
-        if us < self._last_us:
-            self._wraps += 1
-        self._last_us = us
-        t = (us + self._wraps * 2**32) * 1e-6
+            self.device.write([float(x) for x in qa_ref], None)
+        except DeviceError as exc:
+            raise DeviceStopped("fault", f"setpoint refused: {exc}") from None
+
+    def read(self, timeout: float) -> Reading:
+        from poise.devices.base import DeviceError, DeviceTimeout
+
+        polled = self.description.polled
+        deadline = time.monotonic() + timeout
+        while True:
+            if polled:  # the host paces a polled device
+                now = time.perf_counter()
+                if self._next_poll > now:
+                    time.sleep(self._next_poll - now)
+                self._next_poll = max(self._next_poll + self._period, time.perf_counter())
+            try:
+                sample = self.device.read(timeout)
+            except DeviceTimeout as exc:
+                raise DeviceStopped("fault", f"no sensor frame: {exc}") from None
+            except DeviceError as exc:
+                raise DeviceStopped("fault", f"device error: {exc}") from None
+            us = int(sample.device_time_us)
+            # a polled composite repeats the sensor board's frame until the next one: the
+            # settle detector wants each measurement once, stamped with the board's clock
+            if not (polled and us and us == self._last_us):
+                break
+            if time.monotonic() > deadline:
+                raise DeviceStopped("fault", f"no new sensor frame for {timeout:g} s")
+        if not us:
+            t = sample.host_time
+        else:
+            if us < self._last_us:
+                self._wraps += 1
+            self._last_us = us
+            t = (us + self._wraps * 2**32) * 1e-6
         if self._armed:
-            _check_status(int(s.status))
-        return Reading(t, np.asarray(s.q, dtype=float), np.asarray(s.qa, dtype=float),
-                       np.asarray(s.tau, dtype=float), int(s.status))
+            _check_status(int(sample.status))
+        return Reading(t, np.asarray(sample.q, dtype=float), np.asarray(sample.qa, dtype=float),
+                       np.asarray(sample.efforts, dtype=float), int(sample.status))
 
     def disarm(self) -> None:
         self._armed = False
         with contextlib.suppress(Exception):
-            self.link.disarm()
+            self.device.disarm()
 
     def estop(self) -> None:
         self._armed = False
         with contextlib.suppress(Exception):
-            self.link.estop()
+            self.device.estop()
 
 
 class PlantDevice:
@@ -430,30 +474,12 @@ def _settle_and_record(device: CalibrationDevice, target: FloatArray, direction:
     return pose, truth, r.t
 
 
-def text_progress(stream: Any, *, width: int = 30) -> ProgressFn:
-    """A plain-text progress bar for ``stream`` (stderr): one line per pose."""
-    t0 = time.monotonic()
-
-    def show(done: int, total: int, pose: Pose | None, phase: str) -> None:
-        frac = done / total if total else 1.0
-        bar = "#" * round(width * frac) + "-" * (width - round(width * frac))
-        extra = ""
-        if pose is not None:
-            extra = (f" qa={np.array2string(pose.qa_ref, precision=4)} {pose.direction}"
-                     f" {phase} in {pose.settle_time:.2f} s")
-        stream.write(f"[{bar}] {done}/{total} {time.monotonic() - t0:6.1f} s{extra}\n")
-        stream.flush()
-
-    return show
-
-
 __all__ = [
     "CalibrationDevice",
     "DeviceStopped",
-    "LinkDevice",
     "PlantDevice",
     "Reading",
+    "RoutineDevice",
     "RoutineResult",
     "run_excitation",
-    "text_progress",
 ]

@@ -3,9 +3,15 @@
 Each command family lives in its own module ``poise/cli/<name>_cmd.py`` (found
 automatically) and exposes ``register(commands, groups)``: ``commands`` is the top-level
 ``argparse`` sub-parser collection, ``groups`` maps a group name (``"bench"``, ``"plot"``,
-``"device"``, ``"model"``, ``"log"``) to the sub-parser collection of that group.
-A registered parser sets ``func=handler``; the handler takes the parsed
-namespace and returns the exit code.
+``"device"``, ``"model"``, ``"log"``, ``"example"``) to the sub-parser collection of that
+group. A registered parser sets ``func=handler``; the handler takes the parsed
+namespace and returns the exit code. A handler that needs an optional extra calls
+:func:`poise.extras.require`; its :class:`~poise.extras.MissingExtra` becomes a one-line
+message naming ``pip install 'poise[...]'`` and exit code 2.
+
+Registering imports every command module, so a module imports only the standard library and the
+headless core at its top (never Qt or matplotlib: ``poise run`` must start on a robot computer
+without them).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ GROUPS = {
     "plot": "draw a figure to a PNG file",
     "device": "run or probe a device on a serial port",
     "log": "inspect, export, plot and replay experiment logs",
+    "example": "list, show and copy the bundled run configurations",
 }
 
 
@@ -86,11 +93,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    from poise.extras import MissingExtra
+
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except MissingExtra as exc:  # an optional part (poise[gui], poise[plot] …) is not installed
+        print(f"poise: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

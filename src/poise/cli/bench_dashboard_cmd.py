@@ -18,7 +18,10 @@ def register(commands, groups) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from poise.extras import require
+
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    require("gui", "poise bench dashboard")
     from poise.gui import bench
 
     result = bench.run(points=args.points, frames=args.frames)

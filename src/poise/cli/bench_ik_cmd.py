@@ -7,6 +7,8 @@ import json
 import pathlib
 from typing import Any
 
+from poise.cli.benchout import add_quiet_option
+
 
 def register(commands: argparse._SubParsersAction, groups: dict[str, Any]) -> None:
     p = groups["bench"].add_parser(
@@ -27,14 +29,16 @@ def register(commands: argparse._SubParsersAction, groups: dict[str, Any]) -> No
                    help="first start configuration (default: the model's home)")
     p.add_argument("--tol", type=float, default=1e-6, help="tolerance on the task error")
     p.add_argument("--json", metavar="FILE", help="also write the report as JSON to FILE")
+    add_quiet_option(p)
     p.set_defaults(func=cmd_bench_ik)
 
 
 def cmd_bench_ik(args: argparse.Namespace) -> int:
     import sys
 
-    from poise.ik.benchmark import format_table, run_ik_benchmark
+    from poise.ik.benchmark import format_table, planned_solves, run_ik_benchmark
     from poise.models import load_model
+    from poise.progress import progress_bar
 
     if args.n < 1 or args.restarts < 0 or not args.tol > 0:
         print("poise bench ik: --n must be >= 1, --restarts >= 0, --tol > 0", file=sys.stderr)
@@ -47,11 +51,13 @@ def cmd_bench_ik(args: argparse.Namespace) -> int:
     if getattr(model, "task_kind", "") != "pose":
         print(f"poise bench ik: model {args.model!r} has no pose task", file=sys.stderr)
         return 2
-    report = run_ik_benchmark(
-        model, n=args.n, seed=args.seed, tol=args.tol, restarts=args.restarts,
-        methods=tuple(args.method), start=args.start,
-        baseline=None if args.baseline == "none" else args.baseline,
-        baseline_n=args.baseline_n)
+    baseline = None if args.baseline == "none" else args.baseline
+    total = planned_solves(args.n, tuple(args.method), baseline, args.baseline_n)
+    with progress_bar(total, "bench ik", unit="solve", quiet=args.quiet) as bar:
+        report = run_ik_benchmark(
+            model, n=args.n, seed=args.seed, tol=args.tol, restarts=args.restarts,
+            methods=tuple(args.method), start=args.start, baseline=baseline,
+            baseline_n=args.baseline_n, progress=bar.update)
     print(format_table(report))
     if args.json:
         path = pathlib.Path(args.json)

@@ -16,6 +16,12 @@ def register(commands, groups) -> None:
     p.add_argument("--pacing", choices=("device", "host"), default="device")
     p.add_argument("--no-telemetry", action="store_true",
                    help="measure without MQTT telemetry and the MCAP log")
+    p.add_argument("--model", default="double_pendulum", metavar="NAME",
+                   help="reference robot (default double_pendulum)")
+    p.add_argument("--target", type=float, nargs="+", metavar="X",
+                   help="target (default: a reachable one of the model)")
+    p.add_argument("--reference", action="store_true",
+                   help="also run every rate on the numpy reference cycle (before/after)")
     add_json_option(p)
     p.set_defaults(func=run)
 
@@ -26,6 +32,7 @@ def run(args: argparse.Namespace) -> int:
 
     with tempfile.TemporaryDirectory() as logs:
         attach = None if args.no_telemetry else bench_attach(logs)
-        result = benchmark.run(args.seconds, tuple(args.rates), pacing=args.pacing,
-                               attach=attach)
+        result = benchmark.run(args.seconds, tuple(args.rates), model=args.model,
+                               target=tuple(args.target) if args.target else None,
+                               pacing=args.pacing, attach=attach, reference=args.reference)
     return emit(result, benchmark.table(result), args.json)

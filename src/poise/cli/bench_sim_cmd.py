@@ -6,6 +6,7 @@ import argparse
 import pathlib
 import sys
 
+from poise.cli.benchout import add_quiet_option
 from poise.sim import benchmark
 
 
@@ -24,14 +25,20 @@ def register(commands: argparse._SubParsersAction, groups: dict) -> None:
                    choices=["euler", "rk4"])
     p.add_argument("--json", nargs="?", const="-", metavar="PATH",
                    help="write JSON to PATH (or to stdout without PATH)")
+    add_quiet_option(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from poise.progress import progress_bar
+
+    cases = len(args.models) * len(args.integrators)
     try:
-        result = benchmark.run(tuple(args.models), rate=args.rate,
-                               integrators=tuple(args.integrators), duration=args.duration,
-                               repeat=args.repeat)
+        with progress_bar(cases, "bench sim", unit="case", quiet=args.quiet) as bar:
+            result = benchmark.run(tuple(args.models), rate=args.rate,
+                                   integrators=tuple(args.integrators),
+                                   duration=args.duration, repeat=args.repeat,
+                                   progress=bar.update)
     except ValueError as exc:
         print(f"poise bench sim: {exc}", file=sys.stderr)
         return 2

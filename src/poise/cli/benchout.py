@@ -15,6 +15,12 @@ def add_json_option(parser: argparse.ArgumentParser) -> None:
                         help="write JSON to PATH (or to stdout without PATH)")
 
 
+def add_quiet_option(parser: argparse.ArgumentParser) -> None:
+    """``--quiet``: no progress bar (there is none either when stderr is not a terminal)."""
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress bar (none either when stderr is not a terminal)")
+
+
 def emit(result: dict[str, Any], table: str, json_target: str | pathlib.Path | None) -> int:
     """Print ``table`` and write ``result`` as JSON to ``json_target`` (``"-"``: print only
     the JSON; ``None``: no JSON). Returns the exit code (0)."""

@@ -9,10 +9,8 @@ import json
 import os
 import pathlib
 import signal
-import subprocess
 import sys
 import threading
-import time
 from typing import Any
 
 #: Exit codes.
@@ -29,10 +27,13 @@ def register(commands, groups) -> None:
         "(the device is disarmed, the poses so far are kept); Ctrl-\\ (SIGQUIT) e-stops.")
     p.add_argument("--model", required=True, metavar="NAME",
                    help="nominal model (built-in name or model file)")
-    p.add_argument("--device", metavar="PORT|sim|inprocess",
-                   help="serial port of the robot; 'sim' runs 'poise device sim' as a "
+    p.add_argument("--device", metavar="PORT|sim|inprocess|dynamixel:PORT",
+                   help="serial port of the robot (poise protocol); 'dynamixel:PORT' a "
+                   "Dynamixel servo bus (with --sensors); 'sim' runs 'poise device sim' as a "
                    "subprocess and talks to it over its pty; 'inprocess' drives the simulator "
                    "in this process (fast, no real time)")
+    p.add_argument("--sensors", metavar="PORT",
+                   help="the poise-protocol joint-sensor board beside a Dynamixel bus")
     p.add_argument("--sim-params", metavar="FILE",
                    help="physical parameter file of the simulated robot (with --device sim or "
                    "inprocess)")
@@ -41,7 +42,10 @@ def register(commands, groups) -> None:
                    "instead of running the routine")
     p.add_argument("--out", required=True, metavar="FILE.json", help="calibration file to write")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.add_argument("--report", metavar="FILE.png", help="write the report figure")
+    p.add_argument("--report", metavar="FILE.png",
+                   help="write the report figure (needs matplotlib: pip install 'poise[plot]')")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bar (there is none either when stderr is not a terminal)")
     ex = p.add_argument_group("excitation")
     ex.add_argument("--kind", choices=("grid", "random"), default="grid")
     ex.add_argument("--levels", type=int, nargs="+", default=[5], metavar="N",
@@ -284,14 +288,14 @@ class _DeviceError(Exception):
 
 
 def _run_routine(args, model, refs, settle, qa_range, saver: _PoseSaver):
-    from poise.calibration import LinkDevice, PlantDevice, run_excitation, text_progress
+    from poise.calibration import PlantDevice, RoutineDevice, run_excitation
 
     abort, estop = threading.Event(), threading.Event()
     speed = args.speed * (qa_range[1] - qa_range[0])
-    show = text_progress(sys.stderr)
+    bar = _PoseBar(len(refs), quiet=args.quiet)
 
     def progress(done: int, total: int, pose, phase: str) -> None:
-        show(done, total, pose, phase)
+        bar.show(done, total, pose, phase)
         if pose is not None:
             saver.add(pose)
     old_quit = None
@@ -310,77 +314,72 @@ def _run_routine(args, model, refs, settle, qa_range, saver: _PoseSaver):
             return run_excitation(device, refs, settle=settle, speed=speed,
                                   qa_range=qa_range, progress=progress, abort=abort,
                                   estop=estop)
-        with _device_link(args) as (link, port):
-            device = LinkDevice(link, port=port)
+        with _open_device(args, model) as (opened, port):
+            device = RoutineDevice(opened, port=port)
             saver.device = device.info()
             return run_excitation(device, refs, settle=settle, speed=speed,
                                   qa_range=qa_range, progress=progress, abort=abort,
                                   estop=estop)
     finally:
+        bar.close()
         if old_quit is not None:
             signal.signal(signal.SIGQUIT, old_quit)
 
 
+class _PoseBar:
+    """The routine's progress as a bar on stderr (:mod:`poise.progress`: none when stderr is
+    not a terminal or with ``--quiet``): poses done, elapsed and remaining time, and the last
+    pose (actuator reference, direction, how it settled)."""
+
+    def __init__(self, total: int, *, quiet: bool) -> None:
+        from poise.progress import progress_bar
+
+        self.bar = progress_bar(total, "calibration", unit="pose", quiet=quiet)
+
+    def show(self, done: int, total: int, pose, phase: str) -> None:
+        """The routine's progress callback ``(done, total, pose, phase)``."""
+        self.bar.total = total
+        self.bar.update(done - self.bar.n)
+        if pose is not None:
+            qa = " ".join(f"{v:.4g}" for v in pose.qa_ref)
+            self.bar.set_postfix_str(f"qa=[{qa}] {pose.direction} {phase} in "
+                                     f"{pose.settle_time:.2f} s")
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+#: Status-packet timeout of a servo bus during calibration [ms]: the routine is quasi-static,
+#: so a slow answer (a busy host, a virtual bus) is waited for rather than called a fault.
+BUS_TIMEOUT_MS = 200.0
+#: Sync reads repeated before a failed one is a fault, during calibration (as above).
+BUS_RETRIES = 5
+
+
 @contextlib.contextmanager
-def _device_link(args):
-    from poise.firmware_bridge.link import LinkError
-    from poise.firmware_bridge.transport import SerialLink
+def _open_device(args, model):
+    """The device of ``--device`` / ``--sensors`` (:func:`poise.devices.factory.open_device`,
+    as ``poise run`` opens it); closed (and a virtual device stopped) on exit."""
+    from poise.controller.config import DeviceConfig
+    from poise.controller.rules import split_device
+    from poise.devices.base import DeviceError
+    from poise.devices.factory import open_device
 
-    proc = None
-    port = args.device
+    protocol, port = split_device(args.device)
+    if args.sensors and protocol != "dynamixel":
+        raise _DeviceError("--sensors goes with --device dynamixel:PORT (a servo bus)")
+    cfg = DeviceConfig(port=port, protocol=protocol, sensors=args.sensors, timeout=3.0,
+                       sim_params=args.sim_params, timeout_ms=BUS_TIMEOUT_MS,
+                       retries=BUS_RETRIES)
     try:
-        if args.device == "sim":
-            proc, port = _spawn_sim(args)
-        link = SerialLink(port, timeout=3.0, reconnect=False)
-        try:
-            link.connect()
-        except LinkError as exc:
-            raise _DeviceError(f"cannot connect to {port}: {exc}") from None
-        try:
-            yield link, ("sim:" + port if proc is not None else port)
-        finally:
-            link.close()
+        opened = open_device(cfg, model=args.model, m=model.m, rate=500.0, reconnect=False,
+                             qa_min=model.qa_min, qa_max=model.qa_max)
+    except DeviceError as exc:
+        raise _DeviceError(f"cannot connect to {args.device}: {exc}") from None
+    try:
+        sim = opened.sim
+        yield opened.device, (f"sim:{getattr(sim, 'pty', '') or opened.port}" if sim is not None
+                              else args.device)
     finally:
-        if proc is not None:
-            _stop(proc)
-
-
-def _spawn_sim(args):
-    cmd = [sys.executable, "-m", "poise", "device", "sim", "--model", args.model,
-           "--parent-pid", str(os.getpid())]  # it exits with us, even if we are killed
-    if args.sim_params:
-        cmd += ["--params", args.sim_params]
-    # own session: the terminal's Ctrl-C must reach us (to disarm), not kill the device first
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    deadline = time.monotonic() + 20.0
-    line = ""
-    assert proc.stdout is not None
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if line.startswith("PTY "):
-            return proc, line.split(None, 1)[1].strip()
-        if not line and proc.poll() is not None:
-            break
-    err = ""
-    if proc.poll() is not None and proc.stderr is not None:
-        err = proc.stderr.read().strip()
-    _stop(proc)
-    raise _DeviceError("'poise device sim' did not print its pty" + (f": {err}" if err else ""))
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
-    for stream in (proc.stdout, proc.stderr):
-        if stream is not None:
-            with contextlib.suppress(Exception):
-                stream.close()
-
-
-
+        with contextlib.suppress(DeviceError):
+            opened.device.close()

@@ -39,13 +39,12 @@ def run(args: argparse.Namespace) -> int:
     if args.screenshot and not os.environ.get("QT_QPA_PLATFORM") and not (
             os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
-    try:
-        from poise.gui.app import run as run_dashboard
-        from poise.gui.topics import BrokerURL
-    except ImportError as exc:
-        print(f"poise dashboard: the GUI libraries are missing ({exc}); "
-              "pip install pyqtgraph PySide6-Essentials", file=sys.stderr)
-        return 2
+    from poise.extras import require
+
+    require("gui", "poise dashboard")
+    from poise.gui.app import run as run_dashboard
+    from poise.gui.topics import BrokerURL
+
     try:
         BrokerURL.parse(args.mqtt)
     except ValueError as exc:

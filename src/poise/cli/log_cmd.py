@@ -32,6 +32,8 @@ def register(commands, groups) -> None:
     p.add_argument("--format", choices=("csv", "parquet"), default="csv",
                    help="csv (default) or parquet (needs pyarrow: pip install 'poise[parquet]')")
     p.add_argument("--out", metavar="DIR", default=".", help="output directory (default .)")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bar (none either when stderr is not a terminal)")
     p.set_defaults(func=run_export)
 
     p = log.add_parser("plot", help="task error, statics residual, q vs q̄ and timing to a PNG",
@@ -109,6 +111,7 @@ def format_info(info: dict[str, Any]) -> str:
         lines.append(f"  sequence gaps in the log: {info['missing_cycles']} cycle(s) missing"
                      + (f" in {len(info['gaps'])} gap(s), first at seq {info['gaps'][0][0]}"
                         if info["gaps"] else ""))
+    lines.append(_time_base_line(info.get("time_base")))
     lines.append(_controller_line(info.get("controller")))
     for key in ("lateness_us", "compute_us", "latency_us"):
         if key in info:
@@ -123,6 +126,14 @@ def format_info(info: dict[str, Any]) -> str:
         lines.append(f"    t={t:.3f}  {frm} → {to}  ({cause})")
     lines.append("  messages: " + ", ".join(f"{k} {v}" for k, v in info["messages"].items()))
     return "\n".join(lines)
+
+
+def _time_base_line(base: str | None) -> str:
+    """What the MCAP message times are (Foxglove's timeline shows them as they are)."""
+    if base == "unix":
+        return "  message times: Unix (wall clock anchored at the start)"
+    return ("  message times: host monotonic (a log from before Unix message times; "
+            "Foxglove shows it near 1970 + uptime)")
 
 
 def _controller_line(run: dict[str, Any] | None) -> str:
@@ -168,13 +179,19 @@ def run_info(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from poise.telemetry.export import export
+    from poise.extras import require
+    from poise.progress import progress_bar
+    from poise.telemetry.export import export, rows_to_export
 
+    if args.format == "parquet":  # before reading a long log
+        require("parquet", "poise log export --format parquet")
     contents = _read(args, "export")
     if contents is None:
         return 2
     try:
-        paths = export(contents, args.format, args.out)
+        with progress_bar(rows_to_export(contents), "export", unit="row",
+                          quiet=args.quiet) as bar:
+            paths = export(contents, args.format, args.out, progress=bar.update)
     except RuntimeError as exc:
         print(f"poise log export: {exc}", file=sys.stderr)
         return 2
@@ -184,7 +201,10 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def run_plot(args: argparse.Namespace) -> int:
+    from poise.extras import require
     from poise.telemetry.export import plot
+
+    require("plot", "poise log plot")
 
     contents = _read(args, "plot")
     if contents is None:

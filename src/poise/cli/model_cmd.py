@@ -1,4 +1,4 @@
-"""``poise model list`` and ``poise model show NAME|PATH``."""
+"""``poise model list``, ``poise model show NAME|PATH`` and ``poise model schema``."""
 
 from __future__ import annotations
 
@@ -21,6 +21,14 @@ def register(commands: argparse._SubParsersAction, groups: dict[str, Any]) -> No
     p.add_argument("--json", action="store_true",
                    help="print JSON (loadable again as a model description)")
     p.set_defaults(func=cmd_show)
+    p = model.add_parser(
+        "schema", help="print the JSON Schema of model files (for editors: docs/models.md)",
+        description="Print the JSON Schema of model files, generated from the declarations "
+        "the loader validates against. Editors use it to complete and check model files: "
+        "put '#:schema ./model.schema.json' on the first line of a TOML model file "
+        "(Taplo / Even Better TOML).")
+    p.add_argument("--out", metavar="FILE", help="write it to FILE instead of stdout")
+    p.set_defaults(func=cmd_schema)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -39,6 +47,24 @@ def cmd_list(args: argparse.Namespace) -> int:
         task = f"{r['task_dim']}" + (" pose" if r["task_kind"] == "pose" else "")
         print(f"{r['name']:<18} {r['family']:<12} {r['n']:>3} {m:>3} {task:>5}  "
               f"{', '.join(r['aliases'])}")
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    import pathlib
+
+    from poise.models.schema import schema_text
+
+    text = schema_text()
+    if not args.out:
+        print(text, end="")
+        return 0
+    try:
+        pathlib.Path(args.out).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        print(f"poise model schema: cannot write {args.out}: {exc.strerror}", file=sys.stderr)
+        return 2
+    print(f"wrote {args.out}", file=sys.stderr)
     return 0
 
 

@@ -37,10 +37,17 @@ def check_output(path: str | os.PathLike[str], option: str) -> str | None:
 
 
 def check_image(path: str | os.PathLike[str], option: str) -> str | None:
-    """Like :func:`check_output`, and the suffix must be a format matplotlib writes."""
+    """Like :func:`check_output`, and the suffix must be a format matplotlib writes.
+
+    Raises:
+        poise.extras.MissingExtra: matplotlib is not installed (``poise[plot]``).
+    """
     problem = check_output(path, option)
     if problem is not None:
         return problem
+    from poise.extras import require
+
+    require("plot", option)
     from matplotlib.backend_bases import FigureCanvasBase
 
     formats = FigureCanvasBase.get_supported_filetypes()

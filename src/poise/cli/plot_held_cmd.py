@@ -29,6 +29,9 @@ def register(commands: argparse._SubParsersAction, groups: dict[str, Any]) -> No
 
 
 def cmd_held_set(args: argparse.Namespace) -> int:
+    from poise.extras import require
+
+    require("plot", "poise plot held-set")
     from poise.ik.result import InvalidInputError, as_vector
     from poise.models import ModelError, load_model
     from poise.viz.held_set import plot_held_set, run_all

@@ -2,7 +2,7 @@
 
     poise run                                  # demo: virtual double pendulum, Algorithm 1,
                                                # a reachable target, embedded MQTT, 5 s
-    poise run --config examples/soft_arm_stiff.toml --duration 20 --json-summary
+    poise run --config soft_arm_stiff --duration 20 --json-summary   # a bundled example
     poise run --model soft_arm_stiff --target 0.2 -0.9 --mode ff --device /dev/ttyACM0
 
 Flags override the configuration file's keys. Ctrl-C (SIGINT) or SIGTERM stops cleanly at any
@@ -23,6 +23,8 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
+from poise.controller.rules import ALGORITHMS, MODES
+
 if TYPE_CHECKING:
     from poise.cli.stopflag import StopFlag
 
@@ -41,14 +43,20 @@ def register(commands, groups) -> None:
         description="Run the fixed-rate controller. With no arguments: the virtual "
         "double pendulum, Algorithm 1, a reachable target and an embedded MQTT broker for "
         f"{DEMO_DURATION:g} s, then a summary. Flags override configuration keys.")
-    p.add_argument("--config", metavar="FILE", help="configuration file (TOML)")
+    p.add_argument("--config", metavar="FILE|NAME",
+                   help="configuration file (TOML), or a bundled example (poise example list)")
     p.add_argument("--model", metavar="NAME", help="model name or file (model.name)")
-    p.add_argument("--algorithm", choices=("alg1", "alg2", "plain"),
+    p.add_argument("--algorithm", choices=ALGORITHMS,
                    help="IK algorithm (algorithm.name)")
     p.add_argument("--target", type=float, nargs="+", metavar="X",
                    help="task target [task units] (algorithm.target)")
-    p.add_argument("--mode", choices=("ff", "fb"), help="feedforward or feedback (loop.mode)")
-    p.add_argument("--device", metavar="PORT|sim", help="serial port or 'sim' (device.port)")
+    p.add_argument("--mode", choices=MODES, help="feedforward or feedback (loop.mode)")
+    p.add_argument("--device", metavar="PORT|sim|dynamixel:PORT",
+                   help="serial port (poise protocol), 'sim' (the virtual device) or "
+                   "'dynamixel:PORT' (a Dynamixel servo bus) (device.port)")
+    p.add_argument("--sensors", metavar="PORT",
+                   help="a poise-protocol joint-sensor board measuring q, beside a "
+                   "Dynamixel bus (device.sensors)")
     p.add_argument("--sim-params", metavar="FILE",
                    help="the simulated robot's true parameters (device.sim_params)")
     p.add_argument("--calibration", metavar="FILE",
@@ -73,6 +81,12 @@ def register(commands, groups) -> None:
                    "an embedded broker on loopback, address printed)")
     p.add_argument("--robot-id", metavar="ID",
                    help="MQTT topic level poise/<ID>/ (mqtt.robot_id)")
+    p.add_argument("--joint-states", type=float, nargs="?", const=50.0, metavar="HZ",
+                   help="also publish one record per cycle on poise/<ID>/joint_states and "
+                   "…/task, at most HZ per second (default 50; for PlotJuggler, ROS 2 bridges)")
+    p.add_argument("--foxglove", nargs="?", const="8765", metavar="[HOST:]PORT",
+                   help="live view for Foxglove: a WebSocket server on PORT (default 8765, "
+                   "loopback); needs pip install 'poise[foxglove]' (docs/foxglove.md)")
     p.add_argument("--json-summary", action="store_true", help="print the summary as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=run)
@@ -80,7 +94,8 @@ def register(commands, groups) -> None:
 
 FLAG_KEYS = {
     "model": "model.name", "algorithm": "algorithm.name", "target": "algorithm.target",
-    "mode": "loop.mode", "device": "device.port", "sim_params": "device.sim_params",
+    "mode": "loop.mode", "device": "device.port", "sensors": "device.sensors",
+    "sim_params": "device.sim_params",
     "calibration": "model.calibration", "gravity": "model.gravity", "rate": "loop.rate",
     "pacing": "loop.pacing", "log": "log.path",
     "mqtt": "mqtt.url", "robot_id": "mqtt.robot_id",
@@ -122,12 +137,13 @@ def _run(args: argparse.Namespace, stop: StopFlag) -> int:
     from poise.controller.config import ConfigError, load_config
     from poise.controller.loop import Controller
     from poise.controller.rules import RuleError, check_duration
+    from poise.examples import resolve_config
 
     demo = args.config is None and args.model is None and args.device is None
     try:
         duration = check_duration(args.duration) if args.duration is not None else (
             DEMO_DURATION if demo else None)
-        config = load_config(args.config, overrides(args))
+        config = load_config(args.config and resolve_config(args.config), overrides(args))
         controller = Controller(config)
     except (ConfigError, RuleError, ValueError) as exc:
         print(f"poise run: {exc}", file=sys.stderr)
@@ -137,10 +153,13 @@ def _run(args: argparse.Namespace, stop: StopFlag) -> int:
     refused = False
     try:
         if not stop:  # a signal during start-up: start nothing more
-            telemetry = _attach_telemetry(controller, args.quiet, _log_path(config, args))
+            telemetry = _attach_telemetry(controller, args.quiet, _log_path(config, args),
+                                          foxglove=args.foxglove,
+                                          joint_states=args.joint_states)
         if not args.quiet:
             print(f"poise run: {config.model.name}, {config.algorithm.name}, mode "
-                  f"{config.loop.mode}, {config.loop.rate:g} Hz, device {config.device.port}"
+                  f"{config.loop.mode}, {config.loop.rate:g} Hz, device "
+                  f"{_device_text(config.device)}"
                   + (f", {duration:g} s" if duration else ", Ctrl-C to stop"), file=sys.stderr)
         if not stop:
             resp = controller.start("cli start")
@@ -216,14 +235,16 @@ def _log_path(config, args: argparse.Namespace) -> str | None:
     return str(path)
 
 
-def _attach_telemetry(controller, quiet: bool, log_path: str | None = None):
-    """Start the experiment log (``[log] path``) and MQTT (``[mqtt]``; an embedded broker on
-    loopback when no url is configured) for the controller: see
-    :func:`poise.telemetry.service.attach`. Returns what to ``stop()`` after ``close()``."""
+def _attach_telemetry(controller, quiet: bool, log_path: str | None = None, **options):
+    """Start the experiment log (``[log] path``), MQTT (``[mqtt]``; an embedded broker on
+    loopback when no url is configured) and, with ``foxglove=``, the Foxglove live view for the
+    controller: see :func:`poise.telemetry.service.attach` (``options``). Returns what to
+    ``stop()`` after ``close()``."""
     from poise.telemetry.service import attach
 
     try:
-        return attach(controller, out=None if quiet else sys.stderr, log_path=log_path)
+        return attach(controller, out=None if quiet else sys.stderr, log_path=log_path,
+                      **options)
     except (OSError, RuntimeError, ValueError) as exc:
         print(f"poise run: telemetry: {exc}", file=sys.stderr)
         raise SystemExit(2) from exc
@@ -235,6 +256,11 @@ def _fmt(v: Any, unit: str = "") -> str:
     if isinstance(v, float):
         return f"{v:.4g}{unit}"
     return f"{v}{unit}"
+
+
+def _device_text(cfg: Any) -> str:
+    text = f"dynamixel:{cfg.port}" if cfg.protocol == "dynamixel" else cfg.port
+    return text + (f" + sensors {cfg.sensors}" if cfg.sensors else "")
 
 
 def format_summary(s: dict[str, Any]) -> str:
@@ -264,12 +290,18 @@ def format_summary(s: dict[str, Any]) -> str:
                      f"{link['crc_errors']}, lost {link['lost_frames']}, reconnects "
                      f"{link['reconnects']}")
         rtt = link.get("rtt_us") or {}
+        if "sensors" in s.get("device", {}):
+            lines[-1] = "sensor board" + lines[-1][len("link"):]
         if rtt.get("count"):
             lines.append(f"setpoint → device → sensor round trip [µs]  p50 {rtt['p50']:.0f}  "
                          f"p99 {rtt['p99']:.0f}  max {rtt['max']:.0f}")
             warning = rtt_warning(rtt, s["rate_hz"])
             if warning:
                 lines.append(f"warning           {warning}")
+    bus = s.get("bus_rtt_us") or {}
+    if bus.get("count"):
+        lines.append(f"servo bus sync read round trip [µs]  p50 {bus['p50']:.0f}  "
+                     f"p99 {bus['p99']:.0f}  max {bus['max']:.0f}  ({bus['count']} reads)")
     return "\n".join(lines)
 
 

@@ -4,6 +4,7 @@
     poise solve --model panda --algorithm lm --target 0.4 0.1 0.5 0 1 0 0 --restarts 5
     poise solve --model double_pendulum --algorithm alg1 --target 0.6 --start 0.3 -1.0
     poise solve --model dancer --algorithm alg2 --target 0 1.0889 --reject-unstable --json
+    poise solve --model cc3d_3 --algorithm robust --target 1.2 0.4 2.1 0.9 0.1 0.3 0.2
 
 Angles in radians, lengths in metres. Pose targets: 7 numbers ``x y z qw qx qy qz`` or 3
 numbers ``x y z`` (position only). Exit codes: 0 converged, 1 not converged (the closest
@@ -68,6 +69,33 @@ def _held(name: str) -> Solver:
     return run
 
 
+def _continuum(method: str) -> Solver:
+    """Continuum IK on ``cc3d`` arms (``robust``, docs/continuum.md): a full pose target;
+    ``--tol`` bounds the seed-001 metric ``e = task_error²``; ``--max-iter`` (default 500)
+    caps every iteration of every restart, which the method makes itself (``--seed``)."""
+
+    def run(model: Any, target: np.ndarray, q0: np.ndarray | None,
+            args: argparse.Namespace) -> IKResult:
+        from poise.ik.continuum import solve as solve_continuum
+        from poise.ik.targets import parse_target
+
+        if not hasattr(model, "bending_limits"):
+            raise InvalidInputError(f"--algorithm {method}: model {model.name} is not a "
+                                    "constant-curvature arm (cc3d_N)")
+        goal = parse_target(model, target)
+        if not goal.is_pose:
+            raise InvalidInputError(f"--algorithm {method}: needs a full pose target "
+                                    "(x y z qw qx qy qz)")
+        T = np.eye(4)
+        T[:3, :3], T[:3, 3] = goal.rotation, goal.position
+        kwargs: dict[str, Any] = {"tol": args.tol, "seed": args.seed}
+        if args.max_iter is not None:
+            kwargs["max_iter"] = args.max_iter
+        return solve_continuum(model, T, q0, method=method, **kwargs)
+
+    return run
+
+
 #: ``--algorithm`` name → solver ``(model, target, q0, args) -> IKResult``.
 ALGORITHMS: dict[str, Solver] = {
     "pinv": _classic("pinv"),
@@ -77,6 +105,7 @@ ALGORITHMS: dict[str, Solver] = {
     "plain": _held("plain"),
     "alg1": _held("alg1"),
     "alg2": _held("alg2"),
+    "robust": _continuum("robust"),
 }
 
 

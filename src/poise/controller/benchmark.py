@@ -24,14 +24,17 @@ GOAL = {"rate_hz": 1000, "latency_p99_us": 1000.0, "missed_pct": 0.1}
 
 
 def run_one(model: str, rate: float, seconds: float, target: list[float],
-            pacing: str = "device", attach: Attach | None = None) -> dict[str, Any]:
-    """One run; returns the timing summary plus the run's outcome."""
+            pacing: str = "device", attach: Attach | None = None,
+            compiled: bool = True) -> dict[str, Any]:
+    """One run; returns the timing summary plus the run's outcome. ``compiled``: the cycle
+    on the compiled kernels (else the numpy reference)."""
     from poise.controller.config import load_config
     from poise.controller.loop import Controller
 
     over = {"model.name": (model, "bench"), "loop.rate": (rate, "bench"),
             "algorithm.target": (target, "bench"), "mqtt.enabled": (False, "bench"),
-            "loop.pacing": (pacing, "bench"), "limits.qa_rate": ([0.05], "bench")}
+            "loop.pacing": (pacing, "bench"), "limits.qa_rate": ([0.05], "bench"),
+            "loop.compiled": (compiled, "bench")}
     load0 = os.getloadavg()[0]
     extras = None
     try:
@@ -50,6 +53,7 @@ def run_one(model: str, rate: float, seconds: float, target: list[float],
     t = s["timing"]
     return {
         "model": model, "rate_hz": rate, "pacing": pacing, "seconds": seconds,
+        "cycle": "compiled" if compiled else "numpy",
         "state": s["state"], "task_error": s["task_error"],
         "telemetry": attach is not None,
         "cycles": t["cycles"], "missed": t["missed"], "missed_pct": t["missed_pct"],
@@ -61,33 +65,50 @@ def run_one(model: str, rate: float, seconds: float, target: list[float],
     }
 
 
+#: A reachable target of each model the benchmark knows (task units).
+TARGETS: dict[str, tuple[float, ...]] = {
+    "double_pendulum": (0.5,), "tendon_3link": (0.5, 1.5), "soft_arm_stiff": (0.2, -0.9),
+    "soft_arm_soft": (0.2, -0.9), "dancer": (0.05,)}
+
+
 def run(seconds: float = 60.0, rates: tuple[float, ...] = (500.0, 1000.0),
-        model: str = "double_pendulum", target: tuple[float, ...] = (0.5,),
-        pacing: str = "device", attach: Attach | None = None) -> dict[str, Any]:
-    """All rates; JSON-ready."""
-    runs = [run_one(model, r, seconds, list(target), pacing, attach) for r in rates]
+        model: str = "double_pendulum", target: tuple[float, ...] | None = None,
+        pacing: str = "device", attach: Attach | None = None,
+        reference: bool = False) -> dict[str, Any]:
+    """All rates on the compiled cycle, and with ``reference`` each rate again on the numpy
+    reference (the before/after in one run); JSON-ready."""
+    goal = list(target if target is not None else TARGETS.get(model, (0.5,)))
+    cycles = (True, False) if reference else (True,)
+    runs = [run_one(model, r, seconds, goal, pacing, attach, compiled)
+            for r in rates for compiled in cycles]
     return {"benchmark": "loop", "goal": GOAL, "runs": runs,
             "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                         "platform": platform.platform()}}
 
 
+def _cell(value: float | None, width: int) -> str:
+    return f"{'-' if value is None else format(value, '.0f'):>{width}}"
+
+
 def table(result: dict[str, Any]) -> str:
     """Human-readable table."""
-    head = (f"{'rate':>6} {'cycles':>7} {'missed':>8} {'coal.':>6} {'lat p50':>8} {'p99':>7} "
-            f"{'p99.9':>7} "
+    head = (f"{'cycle':>8} {'rate':>6} {'cycles':>7} {'missed':>8} {'coal.':>6} "
+            f"{'lat p50':>8} {'p99':>7} {'p99.9':>7} "
             f"{'late p50':>9} {'p99':>7} {'p99.9':>7} {'comp p50':>9} {'load':>5}")
     tele = "with MQTT telemetry and MCAP logging" if result["runs"] and \
         result["runs"][0]["telemetry"] else "without telemetry or logging"
-    lines = [f"control loop vs virtual device, {tele} (µs; latency = sensor frame → "
-             "setpoint; coal. = device bursts, not missed)", head]
+    model = result["runs"][0]["model"] if result["runs"] else ""
+    lines = [f"control loop of {model} vs virtual device, {tele} (µs; latency = sensor frame"
+             " → setpoint; coal. = device bursts, not missed)", head]
     for r in result["runs"]:
         lat, late, comp = r["latency_us"], r["lateness_us"], r["compute_us"]
         lines.append(
-            f"{r['rate_hz']:>6.0f} {r['cycles']:>7} {r['missed_pct']:>7.3f}% "
-            f"{r['coalesced']:>6} {lat['p50']:>8.0f} {lat['p99']:>7.0f} {lat['p99.9']:>7.0f} "
-            f"{late['p50']:>9.0f} "
-            f"{late['p99']:>7.0f} {late['p99.9']:>7.0f} {comp['p50']:>9.0f} "
-            f"{r['loadavg_before']:>5.1f}  {r['state']}")
+            f"{r.get('cycle', 'numpy'):>8} {r['rate_hz']:>6.0f} {r['cycles']:>7} "
+            f"{r['missed_pct']:>7.3f}% {r['coalesced']:>6} "
+            + " ".join(_cell(row.get(p), w) for row, p, w in (
+                (lat, "p50", 8), (lat, "p99", 7), (lat, "p99.9", 7), (late, "p50", 9),
+                (late, "p99", 7), (late, "p99.9", 7), (comp, "p50", 9)))
+            + f" {r['loadavg_before']:>5.1f}  {r['state']}")
     g = result["goal"]
     lines.append(f"goal at {g['rate_hz']} Hz: latency p99 ≤ {g['latency_p99_us']:.0f} µs, "
                  f"missed ≤ {g['missed_pct']} %")

@@ -2,12 +2,15 @@
 
 Layout (every table and key optional; the defaults are the embedded ``poise run`` demo)::
 
-    [device]      port = "sim" | "/dev/ttyACM0", baud, timeout, sim_model, sim_params, sim_args
+    [device]      port = "sim" | "/dev/ttyACM0" | "dynamixel:/dev/ttyUSB0", baud, timeout,
+                  sim_model, sim_params, sim_args, watchdog_ms, protocol, sensors, timeout_ms,
+                  [[device.servos]] (id, radius, sign, zero, mode, current_limit, ...)
     [model]       name (built-in name or file), calibration (file), gravity (override)
     [algorithm]   name, update, gamma, gamma_z, gamma_e, damping, target, tolerance
-    [loop]        rate, mode ("ff" | "fb"), pacing ("device" | "host"), effort_feedforward
+    [loop]        rate, mode ("ff" | "fb"), pacing ("device" | "host"), effort_feedforward,
+                  switch_interval, compiled, priority
     [limits]      qa_min, qa_max, qa_rate, sensor_hold, sensor_fault
-    [mqtt]        enabled, url, robot_id, username, password, tls, ca_file
+    [mqtt]        enabled, url, robot_id, username, password, tls, ca_file, joint_states_hz
     [log]         path
 
 The full schema with units is in ``docs/controller.md``. Every error names the file, the key,
@@ -28,10 +31,15 @@ from poise.controller.rules import (
     ALGORITHMS,
     MODES,
     PACINGS,
+    PROTOCOLS,
     RuleError,
     check_gain,
     check_rate,
+    split_device,
 )
+from poise.devices.dynamixel_config import ServoConfig, servos_from_config
+from poise.telemetry.mqtt_config import MqttConfig
+from poise.telemetry.topics import check_robot_id
 
 
 class ConfigError(ValueError):
@@ -51,6 +59,15 @@ class DeviceConfig:
         sim_params: the simulated robot's true parameters (``poise device sim --params``).
         sim_args: extra ``poise device sim`` flags, e.g. ``["--corrupt", "0.02"]``.
         watchdog_ms: set the device watchdog at connect [ms] (``None``: the device's own).
+        protocol: ``poise`` (the wire protocol: our firmware, the virtual device) or
+            ``dynamixel`` (a Dynamixel Protocol 2.0 servo bus); a port written
+            ``dynamixel:/dev/ttyUSB0`` selects it too.
+        sensors: port of a poise-protocol joint-sensor board measuring q (a composite
+            device with the servo bus); ``None``: q is not measured by a servo bus.
+        servos: the Dynamixel actuator table (``[[device.servos]]``); empty: IDs 1 … m with
+            the defaults of :mod:`poise.devices.dynamixel_config`.
+        timeout_ms: Dynamixel status-packet timeout [ms] (``None``: the SDK's).
+        retries: Dynamixel sync reads repeated after a failed one before it is a fault.
     """
 
     port: str = "sim"
@@ -60,6 +77,11 @@ class DeviceConfig:
     sim_params: str | None = None
     sim_args: tuple[str, ...] = ()
     watchdog_ms: int | None = None
+    protocol: str = "poise"
+    sensors: str | None = None
+    servos: tuple[ServoConfig, ...] = ()
+    timeout_ms: float | None = None
+    retries: int = 1
 
 
 @dataclass(frozen=True)
@@ -116,6 +138,11 @@ class LoopConfig:
         effort_feedforward: send ``τ_ff = G_a(q̄)`` with each setpoint.
         switch_interval: ``sys.setswitchinterval`` while the loop runs [s] (how long another
             Python thread may hold the GIL before the loop thread gets it); 0 leaves it.
+        compiled: run the cycle on the compiled kernels (:mod:`poise.kernels`, compiled or
+            loaded from the cache at connect) where the model's family has them; ``false``:
+            the numpy reference.
+        priority: real-time priority of the loop thread (``SCHED_FIFO``, 1–99, where the OS
+            grants it; docs/controller.md); 0 (default): the normal scheduler.
     """
 
     rate: float = 500.0
@@ -123,6 +150,8 @@ class LoopConfig:
     pacing: str = "device"
     effort_feedforward: bool = True
     switch_interval: float = 2e-4
+    compiled: bool = True
+    priority: int = 0
 
 
 @dataclass(frozen=True)
@@ -146,28 +175,6 @@ class LimitsConfig:
 
 
 @dataclass(frozen=True)
-class MqttConfig:
-    """Telemetry and commands (used by ``poise.telemetry``).
-
-    Attributes:
-        enabled: publish and accept commands over MQTT.
-        url: ``mqtt://host:port`` or ``mqtts://…``; ``None``: an embedded broker on loopback.
-        robot_id: topic prefix ``poise/<robot_id>/``.
-        username, password: broker credentials (``None``: anonymous).
-        tls: use TLS (implied by ``mqtts://``).
-        ca_file: CA bundle for TLS (``None``: system default).
-    """
-
-    enabled: bool = True
-    url: str | None = None
-    robot_id: str = "poise"
-    username: str | None = None
-    password: str | None = None
-    tls: bool = False
-    ca_file: str | None = None
-
-
-@dataclass(frozen=True)
 class LogConfig:
     """Experiment log.
 
@@ -187,7 +194,7 @@ class Config:
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     loop: LoopConfig = field(default_factory=LoopConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
-    mqtt: MqttConfig = field(default_factory=MqttConfig)
+    mqtt: MqttConfig = field(default_factory=lambda: MqttConfig(embedded=True))
     log: LogConfig = field(default_factory=LogConfig)
     source: str = "<defaults>"
 
@@ -321,18 +328,37 @@ class _Table:
 
 def _device(t: _Table, base: pathlib.Path | None) -> DeviceConfig:
     t.check_keys(("port", "baud", "timeout", "sim_model", "sim_params", "sim_args",
-                  "watchdog_ms"))
+                  "watchdog_ms", "protocol", "sensors", "servos", "timeout_ms", "retries"))
     wd = t.data.get("watchdog_ms")
     if wd is not None and (isinstance(wd, bool) or not isinstance(wd, int) or
                            not 10 <= wd <= 10_000):
         raise t.fail("watchdog_ms", wd, "must be an integer in [10, 10000] ms")
+    port = t.string("port", "sim")
+    protocol = t.string("protocol", "poise", choices=PROTOCOLS)
+    protocol, port = split_device(port, protocol)
+    tables = t.data.get("servos", [])
+    if not isinstance(tables, list) or not all(isinstance(x, dict) for x in tables):
+        raise t.fail("servos", tables, "must be an array of tables ([[device.servos]])")
+    try:
+        servos = servos_from_config(tables, where=f"{t.name}.servos")
+    except ValueError as exc:
+        raise ConfigError(f"{t.source}: {exc}") from None
+    if protocol != "dynamixel" and (servos or t.data.get("sensors") is not None):
+        bad = "servos" if servos else "sensors"
+        raise t.fail(bad, t.data[bad], "goes with protocol = 'dynamixel' (a servo bus)")
+    if protocol == "dynamixel" and port == "sim":
+        raise t.fail("port", port, "protocol 'dynamixel' needs the bus's serial port "
+                     "(start a virtual bus with 'poise device sim --protocol dynamixel')")
     return DeviceConfig(
-        port=t.string("port", "sim"),
+        port=port,
         baud=t.integer("baud", 1_000_000, ge=1),
         timeout=t.number("timeout", 2.0, gt=0),
         sim_model=t.string("sim_model", None, optional=True),
         sim_params=t.path("sim_params", base),
-        sim_args=t.strings("sim_args"), watchdog_ms=wd,
+        sim_args=t.strings("sim_args"), watchdog_ms=wd, protocol=protocol,
+        sensors=t.string("sensors", None, optional=True), servos=servos,
+        timeout_ms=t.number("timeout_ms", None, gt=0, optional=True),
+        retries=t.integer("retries", 1, ge=0),
     )
 
 
@@ -376,13 +402,18 @@ def _rate(t: _Table) -> float:
 
 
 def _loop(t: _Table) -> LoopConfig:
-    t.check_keys(("rate", "mode", "pacing", "effort_feedforward", "switch_interval"))
+    t.check_keys(("rate", "mode", "pacing", "effort_feedforward", "switch_interval",
+                  "compiled", "priority"))
+    priority = t.integer("priority", 0, ge=0)
+    if priority > 99:
+        raise t.fail("priority", priority, "must be in [0, 99] (0: normal scheduler)")
     return LoopConfig(
         rate=_rate(t),
         mode=t.string("mode", "fb", choices=MODES),
         pacing=t.string("pacing", "device", choices=PACINGS),
         effort_feedforward=t.boolean("effort_feedforward", True),
         switch_interval=t.number("switch_interval", 2e-4, ge=0, le=0.1),
+        compiled=t.boolean("compiled", True), priority=priority,
     )
 
 
@@ -400,21 +431,28 @@ def _limits(t: _Table) -> LimitsConfig:
 
 
 def _mqtt(t: _Table, base: pathlib.Path | None) -> MqttConfig:
-    t.check_keys(("enabled", "url", "robot_id", "username", "password", "tls", "ca_file"))
+    """The ``[mqtt]`` table as the one :class:`~poise.telemetry.mqtt_config.MqttConfig`
+    (without ``url``: an embedded broker, ``embedded = True``)."""
+    t.check_keys(("enabled", "url", "robot_id", "username", "password", "tls", "ca_file",
+                  "joint_states_hz"))
     url = t.string("url", None, optional=True)
-    if url is not None and not url.startswith(("mqtt://", "mqtts://", "tcp://", "ws://",
-                                                "wss://")):
-        raise t.fail("url", url, "must start with mqtt://, mqtts://, tcp://, ws:// or wss://")
     robot_id = t.string("robot_id", "poise")
-    if any(c in robot_id for c in "/+#"):
-        raise t.fail("robot_id", robot_id, "must not contain '/', '+' or '#'")
-    return MqttConfig(
-        enabled=t.boolean("enabled", True), url=url, robot_id=robot_id,
-        username=t.string("username", None, optional=True),
-        password=t.string("password", None, optional=True),
-        tls=t.boolean("tls", bool(url and url.startswith("mqtts://"))),
-        ca_file=t.path("ca_file", base),
-    )
+    try:
+        check_robot_id(robot_id)
+    except ValueError as exc:
+        raise t.fail("robot_id", robot_id, str(exc)) from None
+    settings = {
+        "enabled": t.boolean("enabled", True), "url": url, "robot_id": robot_id,
+        "username": t.string("username", None, optional=True),
+        "password": t.string("password", None, optional=True),
+        "tls": t.boolean("tls", bool(url and url.startswith("mqtts://"))),
+        "ca_file": t.path("ca_file", base),
+        "joint_states_hz": t.number("joint_states_hz", 0.0, ge=0, le=100),
+    }
+    try:
+        return MqttConfig.from_settings(settings)
+    except ValueError as exc:  # the URL
+        raise t.fail("url", url, str(exc)) from None
 
 
 def _log(t: _Table, base: pathlib.Path | None) -> LogConfig:

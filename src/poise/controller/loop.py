@@ -1,9 +1,10 @@
 """The controller service: state machine, the fixed-rate loop thread, safety, commands.
 
-:class:`Controller` owns one device link (:class:`~poise.firmware_bridge.transport.SerialLink`,
-blocking pyserial with its own reader thread) and one loop thread. Per cycle::
+:class:`Controller` owns one :class:`~poise.devices.base.Device` (opened from ``[device]`` by
+:func:`poise.devices.factory.open_device`: the poise wire protocol, a Dynamixel bus, a composite
+of a joint-sensor board and a bus, or the virtual device) and one loop thread. Per cycle::
 
-    sensor frame → measured q → IK step (alg1 / alg2 / plain; ff: error from q̄, fb: from q)
+    sample → measured q → IK step (alg1 / alg2 / plain; ff: error from q̄, fb: from q)
       → safety (rate + position limits, NaN guard) → setpoint (q̄a, τ_ff = G_a(q̄))
       → CycleSample offered to every subscribed SampleQueue (never blocks)
 
@@ -14,7 +15,11 @@ Pacing (``loop.pacing``):
   newest frame (counted as missed). Latency = frame arrival → setpoint written.
 * ``host``: the loop keeps its own clock (sleep, then spin on ``perf_counter`` for the last
   0.25 ms) and uses the newest frame at each deadline; for devices that must be polled or
-  stream at another rate. Latency then includes the frame's age.
+  stream at another rate. Latency then includes the frame's age. A polled device (a servo bus)
+  is always host-paced: each deadline reads the bus once.
+
+A device that does not measure q (a servo bus alone) runs feed-forward only: the loop's q is
+then the predicted q̄, started from the equilibrium at the measured actuator positions.
 
 Everything else (MQTT, logs, the GUI, ``submit``) runs in other threads and talks to the loop
 only through the immutable :class:`~poise.controller.params.LiveParams` reference (swapped
@@ -26,6 +31,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import math
+import os
 import sys
 import threading
 import time
@@ -55,13 +61,14 @@ from poise.controller.params import (
 )
 from poise.controller.planner import TargetPlan, UnstableTarget
 from poise.controller.safety import SafetyLimits, all_finite
-from poise.controller.simdevice import SimDevice, SimDeviceError
 from poise.controller.state import LATCHED, State, StateMachine
-from poise.controller.step import ControlStep, StepFault
+from poise.controller.step import ControlStep, StepFault, stepper_factory
 from poise.controller.timing import TimingStats
+from poise.devices.base import Device, DeviceError, DeviceInfo, DeviceTimeout, Sample
+from poise.devices.factory import open_device
 from poise.firmware_bridge import messages as msg
-from poise.firmware_bridge.link import DeviceTimeoutError, LinkError, SensorSample
-from poise.firmware_bridge.transport import SerialLink
+from poise.ik.statics import solve_statics
+from poise.models.actuation import join, split
 
 #: Host pacing spins on the clock for this long before each deadline [s].
 SPIN = 0.25e-3
@@ -111,8 +118,11 @@ class Controller:
         self.timing_stats = TimingStats()
         self._cmd_lock = threading.RLock()
         self._param_lock = threading.Lock()
-        self.link: SerialLink | None = None
-        self.sim: SimDevice | None = None
+        self.device: Device | None = None
+        #: What the device is (set at connect).
+        self.device_info: DeviceInfo | None = None
+        self.sim: object | None = None  # the virtual device process (port "sim")
+        self.pacing = config.loop.pacing
         self._thread: threading.Thread | None = None
         self._quit = threading.Event()
         target = config.algorithm.target
@@ -135,6 +145,7 @@ class Controller:
         self.step = ControlStep(self.model, self.limits, self.period,
                                 effort_feedforward=config.loop.effort_feedforward)
         self._reset_pending = False
+        self._kernels_ready = False
         self._clear_estop = False
         self._armed_at = math.inf
         self._seq = 0
@@ -225,8 +236,8 @@ class Controller:
     # ------------------------------------------------------------------ lifecycle
 
     def connect(self) -> CommandResponse:
-        """idle → connecting → ready: spawn the virtual device if ``device.port = "sim"``,
-        open the link, handshake, check the channels against the model, set the rate."""
+        """idle → connecting → ready: open the device (spawning the virtual device for
+        ``device.port = "sim"``), check its channels against the model, set its rate."""
         with self._cmd_lock:
             if self.state in (State.READY, State.RUNNING):
                 return _ok("connect", "already connected")
@@ -235,37 +246,32 @@ class Controller:
             self._sm.to(State.CONNECTING, "connect")
             cfg = self.config.device
             try:
-                port = cfg.port
-                if port == "sim":
-                    self.sim = SimDevice(cfg.sim_model or self.config.model.name,
-                                         rate=self.config.loop.rate, params=cfg.sim_params,
-                                         extra=cfg.sim_args)
-                    port = self.sim.start()
-                link = SerialLink(port, baudrate=cfg.baud, timeout=cfg.timeout,
-                                  on_fault=self._on_device_fault)
-                desc = link.connect()
-                self.link = link
-                self._check_device(desc)
-                ack = link.configure(msg.ConfigKey.SENSOR_RATE_HZ, round(self.config.loop.rate))
-                if not ack.ok:
-                    raise ControllerError(f"device refused rate {self.config.loop.rate:g} Hz "
-                                          f"({msg.ErrorCode(ack.code).name})")
-                if cfg.watchdog_ms is not None:
-                    ack = link.configure(msg.ConfigKey.WATCHDOG_MS, cfg.watchdog_ms)
-                    if not ack.ok:
-                        raise ControllerError(f"device refused watchdog {cfg.watchdog_ms} ms "
-                                              f"({msg.ErrorCode(ack.code).name})")
+                self._prepare_kernels(cfg.port == "sim" and cfg.protocol == "poise")
+                opened = open_device(cfg, model=self.config.model.name, m=self.model.m,
+                                     rate=self.config.loop.rate,
+                                     on_fault=self._on_device_fault,
+                                     qa_min=self.model.qa_min, qa_max=self.model.qa_max)
+                self.device, self.sim = opened.device, opened.sim
+                info = self.device.describe()
+                self.device_info = info
+                self._check_device(info)
+                self.device.configure(rate_hz=self.config.loop.rate,
+                                      watchdog_ms=cfg.watchdog_ms)
                 self.limits = SafetyLimits.build(
                     self.model.m, self.model.qa_min, self.model.qa_max,
                     self.config.limits.qa_min, self.config.limits.qa_max,
-                    self.config.limits.qa_rate,
-                    [c.lower for c in desc.actuators], [c.upper for c in desc.actuators])
+                    self.config.limits.qa_rate, list(info.qa_min), list(info.qa_max))
                 self.step.limits = self.limits
-            except (LinkError, SimDeviceError, ControllerError, ValueError, OSError) as exc:
+            except (DeviceError, ControllerError, ValueError, OSError) as exc:
                 self._teardown()
                 self._sm.to(State.FAULT, f"connect failed: {exc}")
                 return _no("connect", f"connect failed: {exc}")
-            self._event("info", device=desc.as_dict(), port=port)
+            self.pacing = "host" if info.polled else self.config.loop.pacing
+            self._event("info", device=_device_dict(info), port=opened.port, pacing=self.pacing)
+            if not info.measures_q:
+                self._event("info", code="feedforward_only",
+                            text=f"{info.name} does not measure q: feed-forward only "
+                                 "(give a joint-sensor board, --sensors, for feedback)")
             self._quit.clear()
             self._thread = threading.Thread(target=self._run, name="poise-control-loop",
                                             daemon=True)
@@ -276,12 +282,36 @@ class Controller:
             self._thread.start()
             return _ok("connect")
 
-    def _check_device(self, desc) -> None:
-        n_q, n_a = len(desc.coordinates), len(desc.actuators)
-        if (n_q, n_a) != (self.model.n, self.model.m):
+    def _prepare_kernels(self, simulator: bool) -> None:
+        """Compile (or load from the cache) the cycle's kernels, once per controller, before
+        the device is opened: no cycle ever compiles, and a virtual device started next
+        finds its simulator's kernels in the cache (``simulator``: warm those up too)."""
+        if self._kernels_ready:
+            return
+        factory, report = stepper_factory(self.model, self.config.loop.compiled,
+                                          dynamics=simulator)
+        self.step.stepper_factory = factory
+        self._kernels_ready = True
+        if report is not None:
+            self._event("info", code="kernels_ready", seconds=round(report.seconds, 3),
+                        text=report.summary())
+
+    def _check_device(self, info: DeviceInfo) -> None:
+        n_q, n_a = info.n_q, info.n_a
+        if n_q not in (0, self.model.n) or n_a != self.model.m:
             raise ControllerError(
-                f"device '{desc.firmware_id}' has {n_q} coordinate and {n_a} actuator channels"
+                f"device '{info.name}' has {n_q} coordinate and {n_a} actuator channels"
                 f"; model '{self.model.name}' needs n = {self.model.n} and m = {self.model.m}")
+        if n_q == 0 and self._params.mode == "fb":
+            raise ControllerError(
+                f"device '{info.name}' does not measure q, so feedback (mode 'fb') cannot run:"
+                " use mode 'ff', or add a joint-sensor board (--sensors PORT / "
+                "[device] sensors)")
+
+    @property
+    def measures_q(self) -> bool:
+        """Whether the device measures q (False: feed-forward only)."""
+        return self.device_info is None or self.device_info.measures_q
 
     def start(self, cause: str = "start") -> CommandResponse:
         """Connect if needed, arm the device and run the loop (ready → running)."""
@@ -295,9 +325,10 @@ class Controller:
                 r = self.connect()
                 if not r.accepted:
                     return _no("run", r.reason)
-            if self.state != State.READY or self.link is None:
+            device = self.device
+            if self.state != State.READY or device is None:
                 return _no("run", f"cannot start in state {self.state.value}")
-            if not self.link.connected:
+            if not device.connected:
                 return _no("run", "device not connected (the link is reconnecting)")
             if self._target_set:
                 try:
@@ -305,11 +336,9 @@ class Controller:
                 except ParamError as exc:
                     return _no("run", str(exc))
             try:
-                ack = self.link.arm(clear_estop=self._clear_estop)
-            except LinkError as exc:
+                device.arm(clear_estop=self._clear_estop)
+            except DeviceError as exc:
                 return _no("run", f"arm failed: {exc}")
-            if not ack.ok:
-                return _no("run", f"device refused to arm ({msg.ErrorCode(ack.code).name})")
             self._armed_at = time.perf_counter()
             self._clear_estop = False
             self._reset_pending = True
@@ -334,12 +363,12 @@ class Controller:
         self._sm.to(State.ESTOP, cause)
         self._clear_estop = True
         self.step.goal = None
-        link = self.link
-        if link is not None and link.connected:
+        device = self.device
+        if device is not None and device.connected:
             try:
-                ack = link.estop()
-                self._event("info", code="estop_acknowledged", ok=bool(ack.ok))
-            except LinkError as exc:
+                device.estop()
+                self._event("info", code="estop_acknowledged", ok=True)
+            except DeviceError as exc:
                 self._event("fault", source="host", code="estop_not_acknowledged",
                             text=str(exc))
         return _ok("estop")
@@ -349,10 +378,10 @@ class Controller:
         with self._cmd_lock:
             if self.state not in LATCHED:
                 return _no("clear", f"nothing to clear (state {self.state.value})")
-            if self.link is None:
+            if self.device is None:
                 self._sm.to(State.IDLE, cause)
                 return _ok("clear")
-            if not self.link.connected:
+            if not self.device.connected:
                 return _no("clear", "device not connected (the link is reconnecting); "
                            "clear again once it is back")
             self._holding = False
@@ -389,15 +418,13 @@ class Controller:
                 self._old_switch = None
 
     def _teardown(self) -> None:
-        link, self.link = self.link, None
-        if link is not None:
-            with contextlib.suppress(LinkError):
-                if link.connected:
-                    link.disarm()
-            link.close()
-        sim, self.sim = self.sim, None
-        if sim is not None:
-            sim.stop()
+        device, self.device = self.device, None
+        if device is not None:
+            with contextlib.suppress(DeviceError):
+                if device.connected:
+                    device.disarm()
+            with contextlib.suppress(DeviceError):
+                device.close()  # also stops a virtual device process
 
     def __enter__(self) -> Controller:
         return self
@@ -406,15 +433,12 @@ class Controller:
         self.close()
 
     def _disarm(self) -> None:
-        link = self.link
-        if link is None or not link.connected:
+        device = self.device
+        if device is None or not device.connected:
             return
         try:
-            ack = link.disarm()
-            if not ack.ok:
-                self._event("fault", source="host", code="disarm_refused",
-                            text=msg.ErrorCode(ack.code).name)
-        except LinkError as exc:
+            device.disarm()
+        except DeviceError as exc:
             self._event("fault", source="host", code="disarm_failed", text=str(exc))
 
     def _fault(self, cause: str, **data: Any) -> None:
@@ -498,6 +522,9 @@ class Controller:
                 new = with_algorithm(p, c.value, self.model.m, self.model.task_dim)
             else:  # mode
                 new = with_mode(p, c.value)
+                if new.mode == "fb" and not self.measures_q:
+                    raise ParamError("mode 'fb' needs a measured q; this device does not "
+                                     "measure it (add a joint-sensor board)")
             self._params = new
             self._target_set = self._target_set or c.name == "target"
         self._event("param", name=c.name, value=_jsonable(c.value), id=c.id, source=c.source,
@@ -527,8 +554,9 @@ class Controller:
     # ------------------------------------------------------------------ the loop
 
     def _run(self) -> None:
+        self._event("info", code="realtime", **enter_realtime(self.config.loop.priority))
         try:
-            if self.config.loop.pacing == "host":
+            if self.pacing == "host":
                 self._run_host_paced()
             else:
                 self._run_device_paced()
@@ -541,20 +569,23 @@ class Controller:
         prev: float | None = None
         busy_until = -math.inf  # perf_counter when the last cycle finished
         while not self._quit.is_set():
-            link = self.link
-            if link is None:
+            device = self.device
+            if device is None:
                 return
             try:
-                sample = link.next_sensors(timeout=hold_after)
-            except DeviceTimeoutError:
+                sample = device.read(timeout=hold_after)
+            except DeviceTimeout:
                 self._no_frame(time.perf_counter() - self._last_frame_time)
+                continue
+            except DeviceError as exc:
+                self._device_failed(exc)
                 continue
             missed = coalesced = 0
             while True:  # answer the newest frame only
                 older = sample
                 try:
-                    sample = link.next_sensors(timeout=0)
-                except DeviceTimeoutError:
+                    sample = device.read(timeout=0)
+                except DeviceError:
                     break
                 # Skipped: missed if it arrived while the previous cycle was still running
                 # (the host fell behind), coalesced if the loop was idle (a device burst).
@@ -576,8 +607,8 @@ class Controller:
         deadline = time.perf_counter()
         prev_t0: float | None = None
         while not self._quit.is_set():
-            link = self.link
-            if link is None:
+            device = self.device
+            if device is None:
                 return
             deadline += period
             left = deadline - time.perf_counter()
@@ -591,7 +622,11 @@ class Controller:
                 skipped = int(late // period)
                 self.timing_stats.missed += skipped
                 deadline += skipped * period
-            sample = link.core.last_sensors
+            try:
+                sample = device.latest()
+            except DeviceError as exc:
+                self._device_failed(exc)
+                continue
             if sample is None or t0 - sample.host_time > hold_after:
                 self._no_frame(t0 - (sample.host_time if sample else self._last_frame_time))
                 continue
@@ -599,13 +634,20 @@ class Controller:
             prev_t0 = t0
             self._cycle(sample, t0, t0 - deadline, measured)
 
+    def _device_failed(self, exc: DeviceError) -> None:
+        """A read failed (a servo's hardware error, a bus that stopped answering): fault,
+        once; then wait a sensor-hold interval before the next try."""
+        if self.state in (State.RUNNING, State.READY):
+            self._fault(f"device error: {exc}")
+        self._quit.wait(self.config.limits.sensor_hold)
+
     def _no_frame(self, silence: float) -> None:
         """No sensor frame for ``silence`` seconds: hold, then fault."""
         st = self.state
-        link = self.link
-        if st not in (State.RUNNING, State.READY) or link is None:
+        device = self.device
+        if st not in (State.RUNNING, State.READY) or device is None:
             return
-        if not link.connected:
+        if not device.connected:
             self._fault("device disconnected", silence_s=round(silence, 3))
             return
         if silence >= self.config.limits.sensor_fault:
@@ -617,23 +659,21 @@ class Controller:
                 self._holding = True
                 self._event("fault", source="host", code="sensor_timeout", action="hold",
                             silence_s=round(silence, 3))
-            qa, tau = self._last.get("qa_ref"), self._last.get("tau")
-            if qa is not None:
-                link.send_setpoint(qa, tau)
+            self._hold_last()
 
-    def _cycle(self, sample: SensorSample, t0: float, lateness: float, period: float) -> None:
+    def _cycle(self, sample: Sample, t0: float, lateness: float, period: float) -> None:
         self._last_frame_time = sample.host_time
         if self._holding:
             self._holding = False
             self._event("info", code="sensor_resumed")
-        s = sample.sensors
-        q = np.asarray(s.q, dtype=float)
         st = self.state
         model = self.model
+        q = np.asarray(sample.q if sample.q else self._estimate_q(sample.qa), dtype=float)
         if not all_finite(q):
             if st in (State.RUNNING, State.READY):
                 self._hold_last()
-                self._fault("non-finite sensor values", q=[repr(x) for x in s.q])
+                self._fault("non-finite sensor values", q=[repr(x) for x in sample.q],
+                            qa=[repr(x) for x in sample.qa])
             return
         if not self._target_set:
             with self._param_lock:
@@ -646,10 +686,11 @@ class Controller:
         qa_ref: tuple[float, ...] = ()
         tau_ff: tuple[float, ...] = ()
         t_sent = t0
+        status = sample.status
         if st == State.RUNNING and sample.host_time > self._armed_at and \
-                not s.status & msg.Status.ARMED:
-            why = "watchdog" if s.status & msg.Status.WATCHDOG else "disarmed"
-            if s.status & msg.Status.ESTOP:
+                not status & msg.Status.ARMED:
+            why = "watchdog" if status & msg.Status.WATCHDOG else "disarmed"
+            if status & msg.Status.ESTOP:
                 self._sm.to(State.ESTOP, "device reports e-stop")
             else:
                 self._fault(f"device not armed ({why})")
@@ -669,7 +710,11 @@ class Controller:
                 self._event("info", code="algorithm_switch", to=p.algorithm,
                             frm=out.switched_from)
             qa, tau, x_meas, x_used = out.qa, out.tau, out.x_meas, out.x_used
-            self.link.send_setpoint(qa, tau)  # type: ignore[union-attr]
+            try:
+                self.device.write(qa, tau)  # type: ignore[union-attr]
+            except DeviceError as exc:
+                self._fault(f"device error: {exc}")
+                return
             t_sent = time.perf_counter()
             latency = t_sent - sample.host_time
             self.timing_stats.record(period * 1e6, lateness * 1e6, (t_sent - t0) * 1e6,
@@ -687,7 +732,7 @@ class Controller:
         err = float(np.linalg.norm(p.target - x_used))
         last = self._last
         last.update(q=q, q_bar=q_bar, x=x_meas, task_error=float(np.linalg.norm(p.target - x_meas)),
-                    task_error_used=err, residual=residual, status=s.status)
+                    task_error_used=err, residual=residual, status=status, qa=sample.qa)
         self._seq += 1
         subs = self._sample_subs
         if subs:
@@ -702,9 +747,24 @@ class Controller:
                 sub.put(cs)
 
     def _hold_last(self) -> None:
-        link, qa = self.link, self._last.get("qa_ref")
-        if link is not None and qa is not None and self.state == State.RUNNING:
-            link.send_setpoint(qa, self._last.get("tau"))
+        device, qa = self.device, self._last.get("qa_ref")
+        if device is not None and qa is not None and self.state == State.RUNNING:
+            with contextlib.suppress(DeviceError):
+                device.write(qa, self._last.get("tau"))
+
+    def _estimate_q(self, qa_measured: tuple[float, ...]) -> np.ndarray:
+        """q when the device does not measure it: the IK's prediction q̄ once running, else
+        the equilibrium the robot settles in at the measured actuator positions (from the
+        last estimate's unactuated coordinates)."""
+        stepper = self.step.stepper
+        if stepper is not None:
+            return stepper.q_bar
+        model = self.model
+        last = self._last.get("q")
+        qu0 = split(model, np.asarray(last))[1] if last is not None else \
+            np.zeros(model.n - model.m)
+        sol = solve_statics(model, np.asarray(qa_measured, dtype=float), qu0)
+        return sol.q if sol.converged else join(model, np.asarray(qa_measured, float), qu0)
 
     # ------------------------------------------------------------------ summary
 
@@ -716,7 +776,6 @@ class Controller:
         err = last.get("task_error", math.nan)
         st = self.step.stepper
         residual = st.residual if st is not None else math.nan
-        link = self.link
         out = {
             "reached": bool(err <= self.config.algorithm.tolerance),
             "task_error": err,
@@ -730,7 +789,7 @@ class Controller:
             "mode": p.mode,
             "params": p.as_dict(),
             "rate_hz": self.config.loop.rate,
-            "pacing": self.config.loop.pacing,
+            "pacing": self.pacing,
             "target": p.target.tolist(),
             "target_status": self.target_status,
             "target_note": self.target_note,
@@ -738,6 +797,7 @@ class Controller:
             "q": _list(last.get("q")),
             "q_bar": _list(last.get("q_bar")),
             "qa_ref": list(last.get("qa_ref") or ()),
+            "qa": list(last.get("qa") or ()),
             "tau_ff": list(last.get("tau") or ()),
             "duration_s": (time.monotonic() - self._started_at) if self._started_at else 0.0,
             "timing": self.timing(),
@@ -745,11 +805,61 @@ class Controller:
             "events": dict(collections.Counter(e.kind for e in self._history)),
             "statics_fallbacks": getattr(st, "fallbacks", 0),
         }
-        if link is not None:
-            out["link"] = link.stats.as_dict()
-        if self.sim is not None:
-            out["device"] = {"port": "sim", "model": self.sim.model, "pty": self.sim.pty}
+        out.update(self._device_summary())
         return _clean(out)
+
+    def _device_summary(self) -> dict[str, Any]:
+        """``device`` (what it is), ``link`` (the poise-protocol stream's statistics) and
+        ``bus_rtt_us`` (a polled servo bus's round trip), where they apply."""
+        out: dict[str, Any] = {}
+        info, device = self.device_info, self.device
+        if info is not None:
+            out["device"] = _device_dict(info)
+        sim = self.sim
+        if sim is not None:
+            out["device"] = {**out.get("device", {}), "port": "sim",
+                             "model": getattr(sim, "model", ""), "pty": getattr(sim, "pty", "")}
+        if device is None:
+            return out
+        stats = device.stats()
+        parts = [stats.get("sensors"), stats.get("actuators"), stats]
+        for part in parts:
+            if isinstance(part, dict) and "sensor_frames" in part and "link" not in out:
+                out["link"] = part
+            if isinstance(part, dict) and "bus_rtt_us" in part and "bus_rtt_us" not in out:
+                out["bus_rtt_us"] = part["bus_rtt_us"]
+        return out
+
+
+def enter_realtime(priority: int) -> dict[str, Any]:
+    """Prepare the calling (loop) thread for the cycle; returns what was done, JSON-ready.
+
+    * ``gc.freeze()``: every object made during start-up (models, kernels, configuration)
+      moves to the permanent generation, so the collector never scans them again during a
+      cycle.
+    * ``priority`` > 0: ``SCHED_FIFO`` at that priority for this thread (Linux: a thread is
+      a task, ``pid 0`` is the caller). Needs ``CAP_SYS_NICE`` or an ``rtprio`` limit
+      (docs/controller.md); refused, the thread keeps the normal scheduler and the reason is
+      reported.
+    """
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    out: dict[str, Any] = {"gc_frozen": gc.get_freeze_count(), "scheduler": "other"}
+    if priority <= 0:
+        return out
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+        out.update(scheduler="fifo", priority=priority)
+    except (PermissionError, OSError, AttributeError) as exc:
+        out.update(refused=f"SCHED_FIFO {priority}: {exc}")
+    return out
+
+
+def _device_dict(info: DeviceInfo) -> dict[str, Any]:
+    return {"name": info.name, "n_q": info.n_q, "n_a": info.n_a, "polled": info.polled,
+            "rate_hz": info.rate_hz, "ids": list(info.ids), **info.extra}
 
 
 def _list(a: Any) -> list[float] | None:

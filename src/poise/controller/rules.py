@@ -33,6 +33,18 @@ ALGORITHMS = ("alg1", "alg2", "plain")
 UPDATES = ("inverse", "pinv", "dls", "transpose")
 MODES = ("ff", "fb")
 PACINGS = ("device", "host")
+#: Device protocols (``[device] protocol``): the poise wire protocol or a Dynamixel servo bus.
+PROTOCOLS = ("poise", "dynamixel")
+#: A device string with this prefix is a Dynamixel bus: ``dynamixel:/dev/ttyUSB0``.
+DYNAMIXEL_PREFIX = "dynamixel:"
+
+
+def split_device(port: str, protocol: str = "poise") -> tuple[str, str]:
+    """``(protocol, port)`` of a device string: ``dynamixel:/dev/ttyUSB0`` selects the
+    Dynamixel protocol whatever ``protocol`` says; anything else keeps ``protocol``."""
+    if port.startswith(DYNAMIXEL_PREFIX):
+        return "dynamixel", port[len(DYNAMIXEL_PREFIX):]
+    return protocol, port
 RUN_VALUES = ("start", "stop")
 #: Keys of a ``gains`` value: rates Γ [1/s], the damping λ, Algorithm 1's update rule.
 GAIN_KEYS = ("gamma", "gamma_z", "gamma_e", "damping", "update")
@@ -160,12 +172,14 @@ def check_target(value: Any, task_dim: int | None, reach: float | None = None,
 __all__ = [
     "ALGORITHMS",
     "COMMAND_NAMES",
+    "DYNAMIXEL_PREFIX",
     "GAIN_KEYS",
     "MAX_DURATION",
     "MAX_RATE",
     "MIN_RATE",
     "MODES",
     "PACINGS",
+    "PROTOCOLS",
     "RUN_VALUES",
     "UPDATES",
     "RuleError",
@@ -175,5 +189,6 @@ __all__ = [
     "check_gains",
     "check_rate",
     "check_target",
+    "split_device",
     "target_bound",
 ]

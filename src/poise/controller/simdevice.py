@@ -42,7 +42,8 @@ class SimDevice:
         params: the simulated robot's true parameter file (``--params``).
         extra: more flags (fault injection: ``--corrupt 0.02 --drop 0.02``,
             ``--disconnect-after S`` …).
-        startup_timeout: how long to wait for the ``PTY`` line [s].
+        startup_timeout: how long to wait for the ``PTY`` line [s] (the simulator compiles
+            its kernels first: seconds from Numba's cache, up to a minute without it).
 
     Attributes:
         path: the symlink to the current pty (stable across reopen); use it as the port.
@@ -50,7 +51,7 @@ class SimDevice:
     """
 
     def __init__(self, model: str, *, rate: float = 500, params: str | None = None,
-                 extra: Sequence[str] = (), startup_timeout: float = 10.0) -> None:
+                 extra: Sequence[str] = (), startup_timeout: float = 120.0) -> None:
         self.model = model
         self.rate = rate
         self.params = params
@@ -73,8 +74,11 @@ class SimDevice:
 
     def start(self) -> str:
         """Start the process and wait for its pty; returns :attr:`path`."""
+        # its own session: a terminal's Ctrl-C reaches us (we disarm, then stop it), not the
+        # device first; it still dies with us (--parent-pid)
         self.proc = subprocess.Popen(self.command(), stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, bufsize=1)
+                                     stderr=subprocess.PIPE, text=True, bufsize=1,
+                                     start_new_session=True)
         first: list[str] = []
         reader = threading.Thread(target=lambda: first.append(self.proc.stdout.readline()),
                                   daemon=True)

@@ -6,7 +6,7 @@ sensor models behind ``poise device sim``), one loop period per cycle of simulat
 threads, no clock, no pty: what the service computes, without what it waits for. Tests and
 studies use it; the real-time service adds the device, pacing, states and telemetry.
 
-    loop = SimulatedLoop(load_config("examples/soft_arm_soft.toml"))
+    loop = SimulatedLoop(load_config(resolve_config("soft_arm_soft")))  # poise.examples
     loop.start()                        # arm: bumpless from the measured q, plan the target
     errors = loop.run(20.0)             # measured task error per cycle [task units]
     loop.stop()                         # disarm: the actuators hold
@@ -22,7 +22,7 @@ import numpy as np
 from poise.controller.config import Config, ControllerModel, build_model
 from poise.controller.params import LiveParams
 from poise.controller.safety import SafetyLimits
-from poise.controller.step import ControlStep, StepOutput
+from poise.controller.step import ControlStep, StepOutput, stepper_factory
 from poise.models.base import FloatArray
 from poise.sim.plant import SimPlant, make_plant
 
@@ -49,8 +49,10 @@ class SimulatedLoop:
         lim = config.limits
         self.limits = SafetyLimits.build(m.m, m.qa_min, m.qa_max, lim.qa_min, lim.qa_max,
                                          lim.qa_rate)
+        factory, self.kernels = stepper_factory(m, config.loop.compiled)
         self.step = ControlStep(m, self.limits, self.period,
-                                effort_feedforward=config.loop.effort_feedforward)
+                                effort_feedforward=config.loop.effort_feedforward,
+                                stepper_factory=factory)
         target = config.algorithm.target
         self.params = LiveParams.from_config(
             config, np.asarray(target if target is not None else m.fk(self.measured())))

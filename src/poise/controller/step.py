@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -26,6 +27,36 @@ from poise.controller.planner import TargetPlan, approach_step, plan_target
 from poise.controller.safety import SafetyLimits, all_finite, limit_setpoint
 from poise.controller.stepper import Stepper, make_stepper
 from poise.models.base import FloatArray, MechanicalModel
+
+if TYPE_CHECKING:
+    from poise.kernels.warmup import WarmUpReport
+
+
+def stepper_factory(model: MechanicalModel, compiled: bool = True, *, dynamics: bool = False
+                    ) -> tuple[Callable[[str, MechanicalModel], Stepper], WarmUpReport | None]:
+    """The stepper factory of a run and the kernels' warm-up report.
+
+    With ``compiled`` and a model family that has kernels, the kernels are compiled (or
+    loaded from Numba's cache) here, once, so that no cycle ever compiles; the factory then
+    makes compiled steppers (:mod:`poise.kernels.steppers`). Otherwise: the numpy reference
+    steppers and no report. ``dynamics``: also the simulator's right-hand side.
+    """
+    if not compiled:
+        return make_stepper, None
+    from poise.kernels import has_kernels, make_compiled_stepper, pack, warm_up
+
+    if not has_kernels(model):
+        return make_stepper, None
+    packed = pack(model)
+    report = warm_up(packed, dynamics=dynamics)
+
+    def make(name: str, m: MechanicalModel) -> Stepper:
+        if m is not model:  # a model replaced since (a calibration): the reference
+            return make_stepper(name, m)
+        stepper = make_compiled_stepper(name, m, packed)
+        return stepper if stepper is not None else make_stepper(name, m)  # type: ignore[return-value]
+
+    return make, report
 
 
 class StepFault(RuntimeError):
@@ -144,4 +175,4 @@ class ControlStep:
                           switched)
 
 
-__all__ = ["ControlStep", "StepFault", "StepOutput"]
+__all__ = ["ControlStep", "StepFault", "StepOutput", "stepper_factory"]

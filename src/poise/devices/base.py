@@ -15,6 +15,10 @@ Life cycle::
         dev.write(qa_ref, tau_ff)     # one setpoint per cycle
     dev.disarm(); dev.close()
 
+Pacing: a streaming device (``polled`` False) sends samples at its rate and the loop answers
+each one (``read``) or takes the newest at its own deadline (``latest``); a polled device (a
+servo bus) is read at the host's deadline (``latest`` polls).
+
 ``estop()`` latches a device-side safe state until ``clear()`` (then ``arm()`` again).
 Every method may raise :class:`DeviceError` (a subclass names the cause); ``read`` raises
 :class:`DeviceTimeout` when no sample came within ``timeout``.
@@ -103,7 +107,21 @@ class Device(Protocol):
 
     def describe(self) -> DeviceInfo: ...
 
+    @property
+    def connected(self) -> bool:
+        """False while the device is unreachable (e.g. a link reconnecting after an unplug)."""
+        ...
+
+    def configure(self, rate_hz: float | None = None, watchdog_ms: float | None = None) -> None:
+        """Sample rate [Hz] of a streaming device and the device watchdog [ms] (``None``:
+        leave as is; a device without one ignores it)."""
+        ...
+
     def read(self, timeout: float | None = None) -> Sample: ...
+
+    def latest(self) -> Sample | None:
+        """The newest sample without waiting (a polled device polls now); ``None``: none yet."""
+        ...
 
     def write(self, qa: Sequence[float], tau_ff: Sequence[float] | None = None) -> None: ...
 
@@ -116,6 +134,10 @@ class Device(Protocol):
     def clear(self) -> None: ...
 
     def close(self) -> None: ...
+
+    def stats(self) -> dict[str, object]:
+        """Link / bus statistics, JSON-ready (round-trip times as ``rtt_us`` / ``bus_rtt_us``)."""
+        ...
 
 
 __all__ = ["Device", "DeviceError", "DeviceInfo", "DeviceTimeout", "Sample", "Status"]

@@ -429,6 +429,23 @@ class DynamixelDevice:
         return Sample(host_time=time.perf_counter(), device_time_us=0, q=(), qa=tuple(qa),
                       efforts=tuple(efforts), status=int(status), seq=self._seq)
 
+    def latest(self) -> Sample:
+        """A polled bus has no stream: one sync read now (as :meth:`read`)."""
+        return self.read()
+
+    def configure(self, rate_hz: float | None = None, watchdog_ms: float | None = None) -> None:
+        """Nothing to set: the host paces a polled bus, and X-series servos have no host
+        watchdog (they hold their last goal if the host goes away; see docs/devices.md)."""
+
+    @property
+    def connected(self) -> bool:
+        """Whether the port is open."""
+        return bool(getattr(self._port, "is_open", False))
+
+    def stats(self) -> dict[str, object]:
+        """The sync-read round trip (``bus_rtt_us``: count, p50, p99, max [µs])."""
+        return {"port": self.port_name, "bus_rtt_us": self.bus_rtt_us()}
+
     def write(self, qa: Sequence[float], tau_ff: Sequence[float] | None = None) -> None:
         """One sync write of the goal positions for ``qa`` [m] (clipped to the limits: status
         LIMIT). Ignored while disarmed or e-stopped, as a wire-protocol device ignores

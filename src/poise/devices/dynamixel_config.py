@@ -154,9 +154,20 @@ class ServoConfig:
         return round(self.current_limit / self.current_unit)
 
 
-def default_servos(m: int, *, radius: float = DEFAULT_RADIUS) -> tuple[ServoConfig, ...]:
-    """The default table for ``m`` actuators: IDs 1 … m, every other field at its default."""
-    return tuple(ServoConfig(i + 1, radius=radius) for i in range(m))
+def default_servos(m: int, *, radius: float = DEFAULT_RADIUS,
+                   qa_min: Sequence[float] | None = None,
+                   qa_max: Sequence[float] | None = None) -> tuple[ServoConfig, ...]:
+    """The default table for ``m`` actuators: IDs 1 … m, every other field at its default;
+    ``qa_min`` / ``qa_max`` (the model's actuator limits, where finite) replace the default
+    limits of ∓ one turn."""
+
+    def limit(values: Sequence[float] | None, i: int) -> float | None:
+        if values is None or not math.isfinite(float(values[i])):
+            return None
+        return float(values[i])
+
+    return tuple(ServoConfig(i + 1, radius=radius, qa_min=limit(qa_min, i),
+                             qa_max=limit(qa_max, i)) for i in range(m))
 
 
 def servos_from_config(tables: Sequence[Mapping[str, object]], *,

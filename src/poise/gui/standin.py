@@ -25,6 +25,7 @@ import numpy as np
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
 
+from poise.controller.rules import ALGORITHMS, MODES
 from poise.gui.topics import DEFAULT_URL, BrokerURL, split_topic, topic
 from poise.ik.held import algorithm1_step
 from poise.ik.statics import solve_statics
@@ -58,7 +59,7 @@ class StandInService:
             "algorithm": "alg1", "mode": "ff", "rate": rate, "model": self.model.name,
             "n": self.model.n, "m": self.model.m, "task_dim": self.model.task_dim,
             "gains": {"gamma": 4.0, "gamma_z": 4.0, "gamma_e": 4.0, "damping": 1e-3},
-            "algorithms": ["alg1", "alg2", "plain"],
+            "algorithms": list(ALGORITHMS),
         }
         start = solve_statics(self.model, np.zeros(self.model.m),
                               np.zeros(self.model.n - self.model.m))
@@ -186,7 +187,7 @@ class StandInService:
             self.params["algorithm"] = value
             return True, ""
         if name == "mode":
-            if value not in ("ff", "fb"):
+            if value not in MODES:
                 return False, "mode must be 'ff' or 'fb'"
             self.params["mode"] = value
             return True, ""

@@ -17,14 +17,16 @@ Everything lives under ``poise/<robot_id>/``:
 from __future__ import annotations
 
 import json
-import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from poise.controller.bus import COMMAND_NAMES
+from poise.telemetry.mqtt_config import MqttConfig
+from poise.telemetry.topics import PREFIX, Topics
 
-ROOT = "poise"
+#: The topic root (the service's, :data:`poise.telemetry.topics.PREFIX`: one owner).
+ROOT = PREFIX
 #: Topics of the selected robot the dashboard subscribes to (besides ``+/$state``).
 ROBOT_TOPICS = ("telemetry", "params", "model", "response", "events")
 DEFAULT_URL = "mqtt://127.0.0.1:1883"
@@ -70,7 +72,7 @@ def command_topic(robot_id: str, name: str) -> str:
     """``poise/<robot_id>/set/<name>``; raises ValueError for an unknown command."""
     if name not in COMMAND_NAMES:
         raise ValueError(f"unknown command {name!r}; one of {', '.join(COMMAND_NAMES)}")
-    return topic(robot_id, f"set/{name}")
+    return Topics(robot_id).set(name)
 
 
 def decode(payload: bytes) -> Any:
@@ -93,20 +95,16 @@ class BrokerURL:
 
     @classmethod
     def parse(cls, url: str) -> BrokerURL:
-        """Parse a URL; a bare ``host`` or ``host:port`` is accepted too."""
-        if "://" not in url:
-            url = "mqtt://" + url
-        parts = urllib.parse.urlsplit(url)
-        if parts.scheme not in ("mqtt", "mqtts", "tcp", "ssl"):
-            raise ValueError(f"broker URL {url!r}: scheme must be mqtt:// or mqtts://")
-        tls = parts.scheme in ("mqtts", "ssl")
+        """Parse a URL; a bare ``host`` or ``host:port`` is accepted too (the service's one
+        parser, :meth:`poise.telemetry.mqtt_config.MqttConfig.from_url`)."""
         try:
-            port = parts.port or (8883 if tls else 1883)
+            at = MqttConfig.from_url(url)
         except ValueError as exc:
-            raise ValueError(f"broker URL {url!r}: bad port") from exc
-        return cls(host=parts.hostname or "127.0.0.1", port=port, tls=tls,
-                   username=urllib.parse.unquote(parts.username) if parts.username else None,
-                   password=urllib.parse.unquote(parts.password) if parts.password else None)
+            raise ValueError(f"broker URL {url!r}: {exc}") from None
+        if at.transport != "tcp":
+            raise ValueError(f"broker URL {url!r}: scheme must be mqtt:// or mqtts://")
+        return cls(host=at.host, port=at.port, tls=at.tls, username=at.username,
+                   password=at.password)
 
     def __str__(self) -> str:
         user = f"{self.username}@" if self.username else ""

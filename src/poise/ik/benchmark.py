@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import platform
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -46,8 +47,12 @@ def sample_targets(model: Any, n: int, seed: int) -> tuple[np.ndarray, np.ndarra
 
 
 def run_method(model: Any, poses: np.ndarray, starts: np.ndarray | None, method: str, *,
-               tol: float, restarts: int) -> dict[str, Any]:
-    """Solve every pose with ``method``; statistics as a JSON-ready dictionary."""
+               tol: float, restarts: int,
+               progress: Callable[[int], Any] | None = None) -> dict[str, Any]:
+    """Solve every pose with ``method``; statistics as a JSON-ready dictionary.
+
+    ``progress(1)`` is called after each solve, outside the timed region.
+    """
     opts = BENCH_OPTIONS.get(method, {})
     times = np.empty(len(poses))
     iterations = np.empty(len(poses))
@@ -68,6 +73,8 @@ def run_method(model: Any, poses: np.ndarray, starts: np.ndarray | None, method:
                            orientation_error(T[:3, :3], Tq[:3, :3])[1])
             inside = np.all(r.q >= model.q_min) and np.all(r.q <= model.q_max)
             success[i] = err <= tol * (1 + 1e-6) and inside
+        if progress is not None:
+            progress(1)
     cpu_us = (time.process_time() - cpu0) / len(poses) * 1e6
     us = times * 1e6
     return {
@@ -84,26 +91,29 @@ def run_ik_benchmark(model: Any, *, n: int = 10_000, seed: int = 0, tol: float =
                      restarts: int = 50, methods: tuple[str, ...] = ("lm",),
                      start: str = "home",
                      baseline: str | None = "pinv", baseline_n: int | None = None,
-                     ) -> dict[str, Any]:
+                     progress: Callable[[int], Any] | None = None) -> dict[str, Any]:
     """Run the protocol (module docstring) for ``methods`` and the ``baseline`` method.
 
     ``baseline_n`` solves only the first ``baseline_n`` targets with the baseline (it is slow);
-    the ratio then compares the mean times on those same targets.
+    the ratio then compares the mean times on those same targets. ``progress(k)`` is told of
+    every finished solve (:func:`planned_solves` of them in all).
     """
     if start not in ("home", "random"):
         raise ValueError(f"start = {start!r}: must be 'home' or 'random'")
     _, poses = sample_targets(model, n, seed)
     starts = None if start == "home" else np.random.default_rng(seed + 1).uniform(
         model.q_min, model.q_max, size=(n, model.n))
-    rows = [run_method(model, poses, starts, m, tol=tol, restarts=restarts) for m in methods]
+    rows = [run_method(model, poses, starts, m, tol=tol, restarts=restarts, progress=progress)
+            for m in methods]
     base = None
     if baseline is not None:
         k = n if baseline_n is None else min(n, baseline_n)
         sub = None if starts is None else starts[:k]
-        base = run_method(model, poses[:k], sub, baseline, tol=tol, restarts=restarts)
+        base = run_method(model, poses[:k], sub, baseline, tol=tol, restarts=restarts,
+                          progress=progress)
         for row in rows:
             same = row if k == n else run_method(model, poses[:k], sub, row["method"],
-                                                 tol=tol, restarts=restarts)
+                                                 tol=tol, restarts=restarts, progress=progress)
             row["ratio_to_baseline"] = same["mean_us"] / base["mean_us"]
             row["cpu_ratio_to_baseline"] = same["cpu_us"] / base["cpu_us"]
         base["ratio_to_baseline"] = base["cpu_ratio_to_baseline"] = 1.0
@@ -117,6 +127,18 @@ def run_ik_benchmark(model: Any, *, n: int = 10_000, seed: int = 0, tol: float =
         "machine": {"python": platform.python_version(), "numpy": np.__version__,
                     "processor": platform.machine(), "system": platform.system()},
     }
+
+
+def planned_solves(n: int, methods: tuple[str, ...], baseline: str | None,
+                   baseline_n: int | None = None) -> int:
+    """How many solves :func:`run_ik_benchmark` makes with these arguments (for a progress
+    bar): every method on ``n`` targets, the baseline on ``k = min(n, baseline_n)``, and the
+    methods again on those ``k`` when ``k < n`` (the ratio compares the same targets)."""
+    total = n * len(methods)
+    if baseline is not None:
+        k = n if baseline_n is None else min(n, baseline_n)
+        total += k + (len(methods) * k if k < n else 0)
+    return total
 
 
 def format_table(report: dict[str, Any]) -> str:

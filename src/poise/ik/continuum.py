@@ -43,6 +43,12 @@ from poise.ik.result import FloatArray, IKResult, InvalidInputError, Status, as_
 from poise.models.cc3d import CC3D, pose_and_jacobian
 
 METHODS = ("jacobian", "dls", "vvl")
+"""The paper's methods (seed 001), iterated by :func:`solve` and the batch engine."""
+ROBUST_METHOD = "robust"
+"""Beyond seed 001: bounded, projected LM with restarts, only uncoiled answers
+(:mod:`poise.ik.continuum_robust`)."""
+ALL_METHODS = (*METHODS, ROBUST_METHOD)
+"""Every method name :func:`solve`, ``poise solve`` and ``poise bench vvl`` accept."""
 DEFAULT_BETA = 0.5
 """Step size β (not given in seed 001; chosen by the benchmark, see docs/continuum.md)."""
 DLS_DAMPING = 0.01
@@ -257,13 +263,23 @@ def to_q(x: FloatArray, method: str) -> FloatArray:
 # ---------------------------------------------------------------------------------------------
 
 
+_BOTTOM = np.array([0.0, 0.0, 0.0, 1.0])
+_EYE3 = np.eye(3)
+
+
 def check_target(T_D: ArrayLike, name: str = "target") -> FloatArray:
-    """A (4, 4) rigid transform or raise :class:`InvalidInputError`."""
+    """A (4, 4) rigid transform or raise :class:`InvalidInputError`.
+
+    The tests are those of ``numpy.allclose`` (``|a − b| ≤ atol + 1e-5 |b|``; atol 1e-8 for the
+    last row, 1e-6 for ``RᵀR = I``) and ``det R ≥ 0``, written out (this runs on every solve).
+    """
     flat = as_vector(T_D, 16, name)
     T = flat.reshape(4, 4)
     R = T[:3, :3]
-    if not np.allclose(T[3], [0, 0, 0, 1]) or not np.allclose(R.T @ R, np.eye(3), atol=1e-6) \
-            or np.linalg.det(R) < 0:
+    (a, b, c), (d, e, f), (g, h, i) = R.tolist()
+    det = a * (e * i - f * h) - b * (d * i - f * g) + c * (d * h - e * g)
+    if not (np.abs(T[3] - _BOTTOM) <= 1e-8 + 1e-5 * _BOTTOM).all() \
+            or not (np.abs(R.T @ R - _EYE3) <= 1e-6 + 1e-5 * _EYE3).all() or det < 0:
         raise InvalidInputError(f"{name}: not a rigid transform (rotation part not orthonormal "
                                 "with det +1, or last row not (0, 0, 0, 1))")
     return T
@@ -277,7 +293,9 @@ def solve(
     record_path: bool = False,
     **overrides,
 ) -> IKResult:
-    """Solve ``T_e(q) = T_D`` for one target with the Jacobian, DLS or VVL method.
+    """Solve ``T_e(q) = T_D`` for one target with the Jacobian, DLS or VVL method — or, with
+    ``method="robust"`` or a :class:`~poise.ik.continuum_robust.RobustOptions`, the robust
+    method (:func:`poise.ik.continuum_robust.solve_robust`, its own options and counting).
 
     Args:
         model: a :class:`~poise.models.cc3d.CC3D` arm.
@@ -285,13 +303,15 @@ def solve(
         q0: start ``(κ_1, φ_1, …, κ_N, φ_N)``; default the neutral (straight) configuration 0.
         options: :class:`ContinuumOptions`; keyword ``overrides`` replace single fields
             (``method="dls"``, ``beta=0.3`` …).
-        record_path: keep the iterates ``q`` in ``result.path``.
+        record_path: keep the iterates ``q`` in ``result.path`` (not for ``robust``).
 
     Returns:
         :class:`IKResult` with ``q`` the (κ, φ) pairs (lengths nominal), ``x`` the tip pose (4, 4)
         reached, ``position_error``/``orientation_error`` the norms of the ``v``/``ω`` parts of
         ``log(T_D T_e⁻¹)``, ``residual_history`` the metric ``e_k`` for k = 0…iterations.
     """
+    if overrides.get("method") == ROBUST_METHOD or not isinstance(options, ContinuumOptions | None):
+        return _solve_robust(model, target, q0, options, record_path, overrides)
     start = time.perf_counter()
     opts = options or ContinuumOptions()
     if overrides:
@@ -325,6 +345,22 @@ def solve(
         x = x_new
         k += 1
     return _result(model, T_D, x, opts, k, status, bool(coiled), history, path, start)
+
+
+def _solve_robust(model, target, q0, options, record_path, overrides) -> IKResult:
+    """``method="robust"``: :func:`poise.ik.continuum_robust.solve_robust` (imported here, so
+    the paper's methods do not load Numba)."""
+    from poise.ik.continuum_robust import RobustOptions, solve_robust
+
+    if options is not None and not isinstance(options, RobustOptions):
+        raise InvalidInputError("options: expected ContinuumOptions (jacobian, dls, vvl) or "
+                                "RobustOptions (robust, poise.ik.continuum_robust), got "
+                                f"{type(options).__name__}")
+    if record_path:
+        raise InvalidInputError("record_path: not available for the robust method (its "
+                                "iterates jump between restarts; see residual_history)")
+    rest = {k: v for k, v in overrides.items() if k != "method"}
+    return solve_robust(model, target, q0, options, **rest)
 
 
 def _result(model, T_D, x, opts, k, status, coiled, history, path, start) -> IKResult:

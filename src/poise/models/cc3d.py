@@ -44,7 +44,23 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from poise.models.spec import Key, common_keys
+
 FloatArray = NDArray[np.float64]
+
+COIL_ANGLE = 2.0 * math.pi
+"""``|κ l|`` beyond which a segment is coiled (a full turn): infeasible under CC (seed 001)."""
+
+#: A ``cc3d`` model file.
+KEYS: dict[str, Key] = {
+    **common_keys("cc3d", name_default="cc3d_<n_segments>"),
+    "n_segments": Key("integer", "number of constant-curvature segments N", required=True,
+                      ge=1),
+    "lengths": Key("vector", "nominal segment lengths [m], N entries (default: 1.0 each)",
+                   gt=0),
+    "max_bending": Key("vector", "optional bending limits |kappa_i L_i| <= max_bending_i "
+                       "[rad], N entries in (0, 2 pi] (default: 2 pi, the coil limit)", gt=0),
+}
 
 # ---------------------------------------------------------------------------------------------
 # Smooth ratios of θ (series below a switch point; also used by poise.ik.se3)
@@ -224,11 +240,16 @@ class CC3D:
     Attributes:
         n_segments: N (2…7 for the reference models; any N ≥ 1 works).
         lengths: nominal segment lengths ``L_i`` [m].
+        max_bending: optional per-segment bending limits ``θ_max,i`` [rad], each in (0, 2π]:
+            a physical arm keeps ``|κ_i L_i| ≤ θ_max,i``. None: only the constant-curvature
+            model's own limit ``|κ_i L_i| ≤ 2π`` (beyond it a segment is coiled). When given,
+            ``q_min``/``q_max`` bound κ_i to ``±θ_max,i / L_i`` (φ stays unbounded).
     """
 
     n_segments: int
     lengths: tuple[float, ...]
     name: str = ""
+    max_bending: tuple[float, ...] | None = None
     task_dim: int = 6
     task_kind: str = "pose"
     n: int = field(init=False)
@@ -247,8 +268,19 @@ class CC3D:
         object.__setattr__(self, "n", 2 * self.n_segments)
         if not self.name:
             object.__setattr__(self, "name", f"cc3d_{self.n_segments}")
-        object.__setattr__(self, "q_min", np.full(self.n, -np.inf))
-        object.__setattr__(self, "q_max", np.full(self.n, np.inf))
+        q_min, q_max = np.full(self.n, -np.inf), np.full(self.n, np.inf)
+        if self.max_bending is not None:
+            limits = tuple(float(v) for v in self.max_bending)
+            if len(limits) != self.n_segments:
+                raise ValueError(f"max_bending: expected {self.n_segments} values, "
+                                 f"got {len(limits)}")
+            if not all(0.0 < v <= COIL_ANGLE for v in limits):
+                raise ValueError(f"max_bending: every limit must be in (0, 2π] rad, got {limits}")
+            object.__setattr__(self, "max_bending", limits)
+            q_max[0::2] = np.array(limits) / np.array(lengths)
+            q_min[0::2] = -q_max[0::2]
+        object.__setattr__(self, "q_min", q_min)
+        object.__setattr__(self, "q_max", q_max)
 
     @property
     def L(self) -> FloatArray:
@@ -312,6 +344,12 @@ class CC3D:
         """True where some segment is bent past a full turn, ``|κ_i l_i| > 2π`` (deadlock)."""
         return np.any(np.abs(self.bending_angles(q, lengths)) > 2.0 * np.pi, axis=-1)
 
+    def bending_limits(self) -> FloatArray:
+        """``θ_max,i`` (N,) [rad]: :attr:`max_bending`, or 2π (the coil limit) when not given."""
+        if self.max_bending is None:
+            return np.full(self.n_segments, COIL_ANGLE)
+        return np.array(self.max_bending)
+
     def describe(self) -> dict[str, Any]:
         """JSON-ready parameters in the model file schema (reloads with :meth:`from_dict`)."""
         return {
@@ -322,22 +360,26 @@ class CC3D:
                            "task: tip pose in SE(3)",
             "n_segments": self.n_segments,
             "lengths": [float(x) for x in self.lengths],
-        }
+        } | ({} if self.max_bending is None else {"max_bending": list(self.max_bending)})
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], source: str = "<dict>") -> CC3D:
         """Validate a description (``family = "cc3d"``) and build the model."""
         from poise.models.registry import Fields
 
-        fields = Fields(data, source)
-        fields.check_keys(("family", "name", "description", "aliases", "n_segments",
-                           "lengths"))
-        count = fields.integer("n_segments", ge=1)
-        lengths = fields.vector("lengths", [1.0] * count, size=count)
-        if np.any(lengths <= 0):
-            raise fields.error("lengths", lengths.tolist(), "every length must be > 0")
+        fields = Fields(data, source, keys=KEYS)
+        fields.check_keys()
+        count = fields.get("n_segments")
+        lengths = fields.get("lengths", [1.0] * count, size=count)
+        limits = None
+        if fields.has("max_bending"):
+            limits = fields.get("max_bending", size=count)
+            if np.any(limits > COIL_ANGLE):
+                raise fields.error("max_bending", limits.tolist(),
+                                   "every bending limit must be in (0, 2π] rad")
+            limits = tuple(float(x) for x in limits)
         return cls(n_segments=count, lengths=tuple(float(x) for x in lengths),
-                   name=fields.string("name", f"cc3d_{count}"))
+                   name=fields.get("name", f"cc3d_{count}"), max_bending=limits)
 
 
 def cc3d(n_segments: int, length: float = 1.0) -> CC3D:

@@ -46,11 +46,38 @@ import numpy as np
 
 from poise.models.base import FloatArray
 from poise.models.registry import Fields, ModelError
+from poise.models.spec import Key, common_keys, limit_keys
 
-_JOINT_KEYS = ("a", "d", "alpha", "theta_offset", "q_min", "q_max", "q_home")
-_FLANGE_KEYS = ("a", "d", "alpha", "theta")
-_TOP_KEYS = ("family", "name", "description", "source", "convention", "aliases", "joints",
-             "flange")
+#: One ``[[joints]]`` table: a row of the modified DH table.
+JOINT_KEYS: dict[str, Key] = {
+    "a": Key("number", "a_{i-1}: distance along the previous x axis [m]", default=0.0),
+    "d": Key("number", "d_i: offset along this joint's z axis [m]", default=0.0),
+    "alpha": Key("number", "α_{i-1}: twist about the previous x axis [rad]", default=0.0),
+    "theta_offset": Key("number", "added to q_i: θ_i = q_i + theta_offset [rad]", default=0.0),
+    **limit_keys("rad"),
+    "q_home": Key("number", "home configuration [rad], within the limits (every joint or "
+                  "none; default: mid-range)"),
+}
+#: ``[flange]``: the fixed last row (same form, θ constant).
+FLANGE_KEYS: dict[str, Key] = {
+    "a": Key("number", "[m]", default=0.0),
+    "d": Key("number", "[m]", default=0.0),
+    "alpha": Key("number", "[rad]", default=0.0),
+    "theta": Key("number", "[rad]", default=0.0),
+}
+#: A ``dh_chain`` model file.
+KEYS: dict[str, Key] = {
+    **common_keys("dh_chain", name_default="the file stem"),
+    "source": Key("string", "where the parameters come from (free text, e.g. a URL)",
+                  default=""),
+    "convention": Key("string", "DH convention (only Craig's modified one)", default="modified",
+                      choices=("modified",)),
+    "joints": Key("tables", "one table per revolute joint, base to tip", required=True,
+                  table=JOINT_KEYS),
+    "flange": Key("table", "fixed transform from the last joint frame to the end effector "
+                  "(default: identity)", table=FLANGE_KEYS),
+}
+_FLANGE_KEYS = tuple(FLANGE_KEYS)
 
 
 @dataclass(frozen=True, eq=False)
@@ -218,26 +245,23 @@ class DHChain:
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str) -> DHChain:
         """Build from a model-file table (see the module docstring); raises ``ModelError``."""
-        f = Fields(data, source)
-        f.check_keys(_TOP_KEYS)
-        f.string("convention", "modified", choices=("modified",))
-        joints = f.tables("joints")
-        cols: dict[str, list[float]] = {k: [] for k in _JOINT_KEYS}
+        f = Fields(data, source, keys=KEYS)
+        f.check_keys()
+        f.get("convention")
+        joints = f.get("joints")
+        cols: dict[str, list[float]] = {k: [] for k in JOINT_KEYS}
         homes = []
         for jf in joints:
-            jf.check_keys(_JOINT_KEYS)
-            cols["a"].append(jf.number("a", 0.0))
-            cols["d"].append(jf.number("d", 0.0))
-            cols["alpha"].append(jf.number("alpha", 0.0))
-            cols["theta_offset"].append(jf.number("theta_offset", 0.0))
-            lo = jf.number("q_min", -math.inf, finite=False)
-            hi = jf.number("q_max", math.inf, finite=False)
+            jf.check_keys()
+            for key in ("a", "d", "alpha", "theta_offset"):
+                cols[key].append(jf.get(key))
+            lo, hi = jf.get("q_min"), jf.get("q_max")
             if not lo <= hi:
                 raise jf.error("q_max", hi, f"must be >= q_min = {lo}")
             cols["q_min"].append(lo)
             cols["q_max"].append(hi)
             if jf.has("q_home"):
-                home = jf.number("q_home")
+                home = jf.get("q_home")
                 if not lo <= home <= hi:
                     raise jf.error("q_home", home, f"must lie within [{lo}, {hi}]")
                 homes.append(home)
@@ -245,18 +269,18 @@ class DHChain:
             raise f.error("joints", "...", "q_home must be given for every joint or for none")
         flange = (0.0, 0.0, 0.0, 0.0)
         if f.has("flange"):
-            ff = f.table("flange")
-            ff.check_keys(_FLANGE_KEYS)
-            flange = tuple(ff.number(k, 0.0) for k in _FLANGE_KEYS)  # type: ignore[assignment]
+            ff = f.get("flange")
+            ff.check_keys()
+            flange = tuple(ff.get(k) for k in FLANGE_KEYS)  # type: ignore[assignment]
         default_name = source.rsplit("/", 1)[-1].removesuffix(".toml")
         return cls(
-            name=f.string("name", default_name),
+            name=f.get("name", default_name),
             a=np.array(cols["a"]), d=np.array(cols["d"]), alpha=np.array(cols["alpha"]),
             theta_offset=np.array(cols["theta_offset"]),
             q_min=np.array(cols["q_min"]), q_max=np.array(cols["q_max"]),
             flange=flange, q_home=np.array(homes) if homes else None,
-            description=f.string("description", ""), source=f.string("source", ""),
-            aliases=tuple(f.strings("aliases", [])),
+            description=f.get("description"), source=f.get("source"),
+            aliases=tuple(f.get("aliases")),
         )
 
     def describe(self) -> dict[str, Any]:

@@ -32,14 +32,43 @@ from typing import Any
 import numpy as np
 
 from poise.models.base import FloatArray
-from poise.models.planar_tree import DIRECTIONS, read_direction
 from poise.models.registry import Fields, actuation_matrix, limit_list, limits
+from poise.models.spec import (
+    ACTUATION_KEYS,
+    DIRECTIONS,
+    PLANAR_KEYS,
+    Key,
+    common_keys,
+    limit_keys,
+)
 
 _SERIES_RADIUS = 1.0
 _SERIES_TERMS = 22  # |z|^22 / 22! < 1e-21 for |z| < 1
-_TOP_KEYS = ("family", "name", "description", "aliases", "gravity", "base", "zero_direction",
-             "mass_points_per_segment", "segments", "actuation", "task")
-_SEG_KEYS = ("length", "mass", "stiffness", "rest", "damping", "q_min", "q_max")
+
+#: One ``[[segments]]`` table.
+SEGMENT_KEYS: dict[str, Key] = {
+    "length": Key("number", "arc length [m]", required=True, gt=0),
+    "mass": Key("number", "mass [kg] (spread over mass_points_per_segment points)",
+                required=True, gt=0),
+    "stiffness": Key("number", "bending stiffness [N·m/rad]", required=True, ge=0),
+    "rest": Key("number", "rest bending angle [rad]", default=0.0),
+    "damping": Key("number", "bending viscous damping [N·m·s/rad]", default=0.0, ge=0),
+    **limit_keys("rad"),
+}
+
+#: A ``planar_pcc`` model file.
+KEYS: dict[str, Key] = {
+    **common_keys("planar_pcc"),
+    **PLANAR_KEYS,
+    "mass_points_per_segment": Key("integer", "point masses per segment (sub-arc midpoints)",
+                                   default=5, ge=1),
+    "segments": Key("tables", "one table per segment, from the base; q_i is the bending "
+                    "angle of segment i", required=True, table=SEGMENT_KEYS),
+    "actuation": Key("table", "actuators: [qa; qu] = C q", required=True, table=ACTUATION_KEYS),
+    "task": Key("table", "the task (the only one: the tip position)", default={"kind": "tip_xy"},
+                table={"kind": Key("string", "tip (x, y) [m]", default="tip_xy",
+                                   choices=("tip_xy",))}),
+}
 DRAW_POINTS_PER_SEGMENT = 12
 _DYN_TERMS = 40  # (2π)^40 / 40! ≈ 1e-16
 _DYN_THETA_MAX = 2 * math.pi
@@ -380,34 +409,32 @@ class PlanarPCC:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], source: str = "<dict>") -> PlanarPCC:
         """Validate a description (file schema, see docs/models.md) and build the model."""
-        top = Fields(data, source)
-        top.check_keys(_TOP_KEYS)
-        name = top.string("name")
-        zero_direction, _ = read_direction(top, "zero_direction")
-        base = top.vector("base", [0.0, 0.0], size=2)
-        points = top.integer("mass_points_per_segment", 5, ge=1)
+        top = Fields(data, source, keys=KEYS)
+        top.check_keys()
+        name = top.get("name")
+        zero_direction = top.get("zero_direction")
+        base = top.get("base")
+        points = top.get("mass_points_per_segment")
         segments = []
-        for f in top.tables("segments"):
-            f.check_keys(_SEG_KEYS)
-            q_lo = f.number("q_min", -math.inf, finite=False)
-            q_hi = f.number("q_max", math.inf, finite=False)
+        for f in top.get("segments"):
+            f.check_keys()
+            q_lo, q_hi = f.get("q_min"), f.get("q_max")
             if q_lo > q_hi:
                 raise f.error("q_max", q_hi, f"must be >= q_min = {q_lo}")
             segments.append(Segment(
-                length=f.number("length", gt=0), mass=f.number("mass", gt=0),
-                stiffness=f.number("stiffness", ge=0), rest=f.number("rest", 0.0),
-                damping=f.number("damping", 0.0, ge=0), q_min=q_lo, q_max=q_hi))
-        act = top.table("actuation")
-        act.check_keys(("m", "C", "qa_min", "qa_max"))
+                length=f.get("length"), mass=f.get("mass"), stiffness=f.get("stiffness"),
+                rest=f.get("rest"), damping=f.get("damping"), q_min=q_lo, q_max=q_hi))
+        act = top.get("actuation")
+        act.check_keys()
         m, C, _ = actuation_matrix(act, len(segments))
         qa_min, qa_max = limits(act, "qa_min", "qa_max", m)
-        task = top.table("task", {"kind": "tip_xy"})
-        task.check_keys(("kind",))
-        task.string("kind", "tip_xy", choices=("tip_xy",))
+        task = top.get("task")
+        task.check_keys()
+        task.get("kind")
         spec = PCCSpec(
-            name=name, description=top.string("description", ""),
-            aliases=tuple(top.strings("aliases", [])),
-            gravity=top.number("gravity", 9.81, ge=0), base=(float(base[0]), float(base[1])),
+            name=name, description=top.get("description"),
+            aliases=tuple(top.get("aliases")),
+            gravity=top.get("gravity"), base=(float(base[0]), float(base[1])),
             zero_direction=zero_direction, points_per_segment=points, segments=tuple(segments),
             m=m, C=C, qa_min=qa_min, qa_max=qa_max)
         return cls(spec)
@@ -416,4 +443,4 @@ class PlanarPCC:
         return f"PlanarPCC({self.name!r}, n={self.n}, m={self.m})"
 
 
-__all__ = ["PlanarPCC", "f_funcs"]
+__all__ = ["KEYS", "PlanarPCC", "f_funcs"]

@@ -32,28 +32,55 @@ import numpy as np
 
 from poise.models.base import FloatArray
 from poise.models.registry import Fields, ModelError, actuation_matrix, limit_list, limits
-
-#: Named zero directions (angle from +x, counter-clockwise) [rad].
-DIRECTIONS = {"+x": 0.0, "up": math.pi / 2, "-x": math.pi, "down": -math.pi / 2}
+from poise.models.spec import (
+    ACTUATION_KEYS,
+    DIRECTIONS,  # named zero directions (angle from +x, counter-clockwise) [rad]
+    PLANAR_KEYS,
+    Key,
+    common_keys,
+    limit_keys,
+)
 
 TASK_KINDS = {"tip_x": 1, "tip_xy": 2, "com_xy": 2}
 
-_TOP_KEYS = ("family", "name", "description", "aliases", "gravity", "base", "zero_direction",
-             "bodies", "actuation", "task")
-_BODY_KEYS = ("name", "parent", "attach", "length", "mass", "com", "inertia", "sign", "offset",
-              "stiffness", "rest", "damping", "q_min", "q_max")
+#: One ``[[bodies]]`` table (defaults that depend on other keys are computed in ``from_dict``).
+BODY_KEYS: dict[str, Key] = {
+    "name": Key("string", "unique body name, not 'base' (default: body<i>)"),
+    "parent": Key("string", "'base' or the name of an earlier body (default: the previous "
+                  "body; 'base' for the first)"),
+    "attach": Key("number", "distance along the parent from its start [m] (default: the "
+                  "parent's length; 0 on the base)", ge=0),
+    "length": Key("number", "length [m]", required=True, gt=0),
+    "mass": Key("number", "mass [kg]", required=True, gt=0),
+    "com": Key("number", "centre of mass along the body [m] (default: length / 2)", ge=0),
+    "inertia": Key("number", "rotational inertia about the centre of mass [kg·m²] (default: "
+                   "m l² / 12, a uniform rod)", ge=0),
+    "sign": Key("integer", "1: q counter-clockwise, -1: clockwise", default=1, choices=(1, -1)),
+    "offset": Key("number", "added to the angle [rad] (π: hangs back along the parent at "
+                  "q = 0)", default=0.0),
+    "stiffness": Key("number", "joint spring [N·m/rad]", default=0.0, ge=0),
+    "rest": Key("number", "rest angle of the joint spring [rad]", default=0.0),
+    "damping": Key("number", "joint viscous damping [N·m·s/rad]", default=0.0, ge=0),
+    **limit_keys("rad"),
+}
 
+#: ``[task]``.
+TASK_KEYS: dict[str, Key] = {
+    "kind": Key("string", "tip_x, tip_xy: the far end of `body`; com_xy: the centre of mass "
+                "of the whole robot", required=True, choices=tuple(TASK_KINDS)),
+    "body": Key("string", "the body whose far end is the tip (tip kinds only; default: the "
+                "last body)"),
+}
 
-def read_direction(fields: Fields, key: str) -> tuple[str | float, float]:
-    """``"up"``/``"down"``/``"+x"``/``"-x"`` or an angle from +x [rad] → (as given, angle)."""
-    value = fields.data.get(key, "+x")
-    if isinstance(value, str):
-        if value not in DIRECTIONS:
-            raise fields.error(key, value, f"must be one of {', '.join(map(repr, DIRECTIONS))} "
-                                           "or an angle from +x in rad")
-        return value, DIRECTIONS[value]
-    angle = fields.number(key)
-    return angle, angle
+#: A ``planar_tree`` model file.
+KEYS: dict[str, Key] = {
+    **common_keys("planar_tree"),
+    **PLANAR_KEYS,
+    "bodies": Key("tables", "one table per body, in the order of the coordinates q (a parent "
+                  "before its children)", required=True, table=BODY_KEYS),
+    "actuation": Key("table", "actuators: [qa; qu] = C q", required=True, table=ACTUATION_KEYS),
+    "task": Key("table", "the task x = h(q)", required=True, table=TASK_KEYS),
+}
 
 
 @dataclass(frozen=True)
@@ -301,58 +328,54 @@ class PlanarTree:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], source: str = "<dict>") -> PlanarTree:
         """Validate a description (file schema, see docs/models.md) and build the model."""
-        top = Fields(data, source)
-        top.check_keys(_TOP_KEYS)
-        name = top.string("name")
-        zero_direction, _ = read_direction(top, "zero_direction")
-        base = top.vector("base", [0.0, 0.0], size=2)
+        top = Fields(data, source, keys=KEYS)
+        top.check_keys()
+        name = top.get("name")
+        zero_direction = top.get("zero_direction")
+        base = top.get("base")
         bodies: list[Body] = []
         names: dict[str, int] = {}
-        for i, f in enumerate(top.tables("bodies")):
-            f.check_keys(_BODY_KEYS)
-            bname = f.string("name", f"body{i}")
+        for i, f in enumerate(top.get("bodies")):
+            f.check_keys()
+            bname = f.get("name", f"body{i}")
             if bname in names or bname == "base":
                 raise f.error("name", bname, "must be unique and not 'base'")
-            parent_name = f.string("parent", "base" if i == 0 else bodies[-1].name)
+            parent_name = f.get("parent", "base" if i == 0 else bodies[-1].name)
             if parent_name != "base" and parent_name not in names:
                 raise f.error("parent", parent_name,
                               f"must be 'base' or a body listed before: {', '.join(names)}")
             parent = names.get(parent_name, -1)
-            length = f.number("length", gt=0)
-            mass = f.number("mass", gt=0)
-            com = f.number("com", length / 2, ge=0)
-            sign = f.data.get("sign", 1)
-            if sign not in (1, -1) or isinstance(sign, bool):
-                raise f.error("sign", sign, "must be 1 (counter-clockwise) or -1 (clockwise)")
-            q_lo, q_hi = (f.number(k, d, finite=False)
-                          for k, d in (("q_min", -math.inf), ("q_max", math.inf)))
+            length = f.get("length")
+            mass = f.get("mass")
+            com = f.get("com", length / 2)
+            q_lo, q_hi = f.get("q_min"), f.get("q_max")
             if q_lo > q_hi:
                 raise f.error("q_max", q_hi, f"must be >= q_min = {q_lo}")
             bodies.append(Body(
                 name=bname, parent=parent,
-                attach=f.number("attach", 0.0 if parent < 0 else bodies[parent].length, ge=0),
+                attach=f.get("attach", 0.0 if parent < 0 else bodies[parent].length),
                 length=length, mass=mass, com=com,
-                inertia=f.number("inertia", mass * length**2 / 12, ge=0),
-                sign=int(sign), offset=f.number("offset", 0.0),
-                stiffness=f.number("stiffness", 0.0, ge=0), rest=f.number("rest", 0.0),
-                damping=f.number("damping", 0.0, ge=0), q_min=q_lo, q_max=q_hi,
+                inertia=f.get("inertia", mass * length**2 / 12),
+                sign=f.get("sign"), offset=f.get("offset"),
+                stiffness=f.get("stiffness"), rest=f.get("rest"),
+                damping=f.get("damping"), q_min=q_lo, q_max=q_hi,
             ))
             names[bname] = i
         n = len(bodies)
-        act = top.table("actuation")
-        act.check_keys(("m", "C", "qa_min", "qa_max"))
+        act = top.get("actuation")
+        act.check_keys()
         m, C, _ = actuation_matrix(act, n)
         qa_min, qa_max = limits(act, "qa_min", "qa_max", m)
-        task = top.table("task")
-        task.check_keys(("kind", "body"))
-        kind = task.string("kind", choices=tuple(TASK_KINDS))
-        body_name = task.string("body", bodies[-1].name)
+        task = top.get("task")
+        task.check_keys()
+        kind = task.get("kind")
+        body_name = task.get("body", bodies[-1].name)
         if body_name not in names:
             raise task.error("body", body_name, f"must be one of {', '.join(names)}")
-        aliases = top.strings("aliases", [])
+        aliases = top.get("aliases")
         spec = TreeSpec(
-            name=name, description=top.string("description", ""), aliases=tuple(aliases),
-            gravity=top.number("gravity", 9.81, ge=0), base=(float(base[0]), float(base[1])),
+            name=name, description=top.get("description"), aliases=tuple(aliases),
+            gravity=top.get("gravity"), base=(float(base[0]), float(base[1])),
             zero_direction=zero_direction, bodies=tuple(bodies), m=m, C=C,
             qa_min=qa_min, qa_max=qa_max, task_kind=kind, task_body=names[body_name],
         )
@@ -364,4 +387,4 @@ class PlanarTree:
         return f"PlanarTree({self.name!r}, n={self.n}, m={self.m}, task={self.task_name})"
 
 
-__all__ = ["DIRECTIONS", "Body", "ModelError", "PlanarTree", "TreeSpec"]
+__all__ = ["DIRECTIONS", "KEYS", "Body", "ModelError", "PlanarTree", "TreeSpec"]

@@ -7,7 +7,10 @@ adds a robot by writing such a file and passing its path to :func:`load_model`.
 
 Validation happens here, at the edge: a bad value raises :class:`ModelError` whose message
 names the file, the key, the value and what is allowed, e.g.
-``double_pendulum.toml: bodies[1].mass = -1.0: must be > 0``.
+``double_pendulum.toml: bodies[1].mass = -1.0: must be > 0``. The keys, their types, ranges
+and defaults are declared once per family (:mod:`poise.models.spec`); :class:`Fields` checks
+against those declarations, and :mod:`poise.models.schema` turns the same declarations into
+the JSON Schema editors use.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from poise.models.base import FloatArray
+from poise.models.spec import IGNORED, MAX_MAGNITUDE, Key, Table
 
 #: family name → "module:Class", imported only when a model of that family is loaded.
 FAMILIES: dict[str, str] = {
@@ -35,8 +39,8 @@ FAMILIES: dict[str, str] = {
 
 #: Top-level keys the loader strips before handing the data to the family class
 #: (``poise model show --json`` writes derived quantities there; ``poise calibrate`` writes its
-#: parameters, uncertainties and provenance under ``calibration``).
-IGNORED_KEYS = ("derived", "calibration")
+#: parameters, uncertainties and provenance under ``calibration``; an editor's ``$schema``).
+IGNORED_KEYS = tuple(IGNORED)
 
 DATA_DIR = pathlib.Path(__file__).parent / "data"
 
@@ -54,16 +58,19 @@ class Fields:
     """Typed, validated access to one table of a model description.
 
     Every accessor raises :class:`ModelError` with ``"<source>: <prefix><key> = <value>:
-    <what is allowed>"``.
+    <what is allowed>"``. With ``keys`` (the table's declaration, :mod:`poise.models.spec`),
+    :meth:`get` reads a key by its declaration and :meth:`check_keys` refuses undeclared keys.
     """
 
-    def __init__(self, data: Any, source: str, prefix: str = "") -> None:
+    def __init__(self, data: Any, source: str, prefix: str = "",
+                 keys: Table | None = None) -> None:
         if not isinstance(data, Mapping):
             where = prefix.rstrip(".") or "<top level>"
             raise ModelError(f"{source}: {where} = {data!r}: must be a table")
         self.data = data
         self.source = source
         self.prefix = prefix
+        self.keys = keys
 
     def error(self, key: str, value: Any, allowed: str) -> ModelError:
         """The error for ``key`` holding ``value`` (``allowed`` says what would be valid)."""
@@ -72,8 +79,13 @@ class Fields:
     def missing(self, key: str, allowed: str) -> ModelError:
         return ModelError(f"{self.source}: {self.prefix}{key} is missing: {allowed} is required")
 
-    def check_keys(self, allowed: Sequence[str]) -> None:
-        """Refuse unknown keys (catches typos such as ``stifness``)."""
+    def check_keys(self, allowed: Sequence[str] | None = None) -> None:
+        """Refuse unknown keys (catches typos such as ``stifness``); ``allowed`` defaults to
+        the declared keys."""
+        if allowed is None:
+            if self.keys is None:
+                raise TypeError("check_keys() needs the allowed keys or a declared table")
+            allowed = tuple(self.keys)
         for key in self.data:
             if key not in allowed:
                 raise ModelError(
@@ -83,6 +95,79 @@ class Fields:
 
     def has(self, key: str) -> bool:
         return key in self.data
+
+    def get(self, key: str, default: Any = _MISSING, *, size: int | None = None,
+            shape: tuple[int, int] | None = None) -> Any:
+        """The value of a declared key, checked against its :class:`~poise.models.spec.Key`.
+
+        Args:
+            key: a key of this table's declaration.
+            default: the value when absent, for defaults computed from other keys; without
+                it, the declared constant default applies (or the key is required).
+            size: length of a vector whose length depends on the model (``m`` limits).
+            shape: shape of a matrix (``(n, n)``).
+
+        Returns:
+            ``number``: float; ``integer``: int; ``string``/``direction``: as given (a
+            direction may be a float angle); ``strings``: list; ``vector``/``matrix``: arrays;
+            ``table``: :class:`Fields`; ``tables``: list of :class:`Fields`.
+        """
+        spec = self.declared(key)
+        if default is _MISSING and not spec.required and spec.default is not None:
+            default = spec.default
+        kind = spec.kind
+        if kind == "number":
+            return self.number(key, default, gt=spec.gt, ge=spec.ge, finite=spec.finite)
+        if kind == "integer":
+            value = self.integer(key, default, ge=None if spec.ge is None else int(spec.ge))
+            if spec.choices and value not in spec.choices:
+                allowed = " or ".join(str(c) for c in spec.choices)
+                raise self.error(key, value, f"must be {allowed} ({spec.doc})")
+            return value
+        if kind == "string":
+            return self.string(key, default, choices=spec.choices)
+        if kind == "strings":
+            return self.strings(key, default)
+        if kind == "vector":
+            return self._bounded_vector(key, default, spec, size if size is not None
+                                        else spec.size)
+        if kind == "matrix":
+            if shape is None:
+                raise TypeError(f"{self.prefix}{key}: a matrix needs its shape")
+            return self.matrix(key, default, shape=shape)
+        if kind == "direction":
+            value = self._get(key, default, "a direction")
+            if isinstance(value, str):
+                if value not in spec.choices:
+                    raise self.error(key, value, f"must be one of "
+                                     f"{', '.join(map(repr, spec.choices))} or an angle from +x "
+                                     "in rad")
+                return value
+            return self.number(key, default)
+        if kind == "table":
+            value = self._get(key, default, "a table")
+            return Fields(value, self.source, f"{self.prefix}{key}.", spec.table)
+        if kind == "tables":
+            return self.tables(key)
+        raise TypeError(f"{self.prefix}{key}: kind {kind!r} is not read by get()")
+
+    def declared(self, key: str) -> Key:
+        """The declaration of ``key`` (a programming error when there is none)."""
+        if self.keys is None or key not in self.keys:
+            raise KeyError(f"{self.prefix}{key} is not a declared key of this table")
+        return self.keys[key]
+
+    def _bounded_vector(self, key: str, default: Any, spec: Key,
+                        size: int | None) -> FloatArray:
+        out = self.vector(key, default, size=size, finite=spec.finite)
+        if spec.gt is not None or spec.ge is not None:
+            finite = out[np.isfinite(out)]
+            low = ((spec.gt is not None and np.any(finite <= spec.gt))
+                   or (spec.ge is not None and np.any(finite < spec.ge)))
+            if low:
+                rule = _number_rule(spec.gt, spec.ge, True).removeprefix("must be ")
+                raise self.error(key, out.tolist(), f"every entry must be {rule}")
+        return out
 
     def _get(self, key: str, default: Any, allowed: str) -> Any:
         if key in self.data:
@@ -162,13 +247,16 @@ class Fields:
 
     def table(self, key: str, default: Any = _MISSING) -> Fields:
         value = self._get(key, default, "a table")
-        return Fields(value, self.source, f"{self.prefix}{key}.")
+        keys = self.keys[key].table if self.keys is not None and key in self.keys else None
+        return Fields(value, self.source, f"{self.prefix}{key}.", keys)
 
     def tables(self, key: str) -> list[Fields]:
         value = self._get(key, _MISSING, "a non-empty list of tables")
         if not isinstance(value, list) or not value:
             raise self.error(key, value, "must be a non-empty list of tables")
-        return [Fields(v, self.source, f"{self.prefix}{key}[{i}].") for i, v in enumerate(value)]
+        keys = self.keys[key].table if self.keys is not None and key in self.keys else None
+        return [Fields(v, self.source, f"{self.prefix}{key}[{i}].", keys)
+                for i, v in enumerate(value)]
 
 
 def _number_rule(gt: float | None, ge: float | None, finite: bool) -> str:
@@ -177,11 +265,6 @@ def _number_rule(gt: float | None, ge: float | None, finite: bool) -> str:
     if ge is not None:
         return f"must be >= {ge:g}"
     return "must be a finite number" if finite else "must be a number"
-
-
-#: Largest magnitude of any finite number in a model file (SI units): a length of 1e300 m is a
-#: mistake, and squaring it overflows.
-MAX_MAGNITUDE = 1e6
 
 
 def _check_number(value: Any, gt: float | None, ge: float | None, finite: bool, err) -> float:
@@ -199,8 +282,8 @@ def _check_number(value: Any, gt: float | None, ge: float | None, finite: bool, 
 
 def limits(fields: Fields, lo_key: str, hi_key: str, size: int) -> tuple[FloatArray, FloatArray]:
     """Lower/upper limit vectors (missing or ``null`` entries: unlimited); checks lo ≤ hi."""
-    lo = fields.vector(lo_key, [None] * size, size=size, finite=False)
-    hi = fields.vector(hi_key, [None] * size, size=size, finite=False)
+    lo = fields.get(lo_key, [None] * size, size=size)
+    hi = fields.get(hi_key, [None] * size, size=size)
     lo = np.where(np.isnan(lo), -np.inf, lo)
     hi = np.where(np.isnan(hi), np.inf, hi)
     if np.any(lo > hi):
@@ -215,10 +298,10 @@ def limit_list(values: FloatArray) -> list[float | None]:
 
 def actuation_matrix(fields: Fields, n: int) -> tuple[int, FloatArray, FloatArray]:
     """Read ``m`` and the change of coordinates ``C`` (n × n, invertible); returns m, C, C⁻¹."""
-    m = fields.integer("m", ge=1)
+    m = fields.get("m")
     if m > n:
         raise fields.error("m", m, f"must be <= n = {n}")
-    c = fields.matrix("C", shape=(n, n))
+    c = fields.get("C", shape=(n, n))
     cond = np.linalg.cond(c)
     if not np.isfinite(cond) or cond > 1e12:
         raise fields.error("C", c.tolist(), "must be invertible (condition number < 1e12)")

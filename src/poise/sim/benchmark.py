@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import platform
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -59,8 +60,11 @@ def _rtf(name: str, rate: float, integrator: str, duration: float, repeat: int) 
 
 def run(models: tuple[str, ...] = MODELS, *, rate: float = DEFAULT_RATE,
         integrators: tuple[str, ...] = ("euler", "rk4"), duration: float = 1.0,
-        repeat: int = 3) -> dict[str, Any]:
-    """Measure; returns a JSON-ready dictionary (see the module docstring)."""
+        repeat: int = 3, progress: Callable[[int], Any] | None = None) -> dict[str, Any]:
+    """Measure; returns a JSON-ready dictionary (see the module docstring).
+
+    ``progress(1)`` after each (model, integrator) case: ``len(models) · len(integrators)``.
+    """
     rows = []
     for name in models:
         g_us = _g_call_us(name)
@@ -69,6 +73,8 @@ def run(models: tuple[str, ...] = MODELS, *, rate: float = DEFAULT_RATE,
             rtf = _rtf(name, rate, integ, duration, repeat)
             step_us = 1e6 / (rtf * rate)
             row[integ] = {"rtf": rtf, "step_us": step_us, "step_in_G_calls": step_us / g_us}
+            if progress is not None:
+                progress(1)
         rows.append(row)
     return {"benchmark": "sim", "duration_s": duration, "repeat": repeat, "frame_s": FRAME,
             "python": platform.python_version(), "numpy": np.__version__,

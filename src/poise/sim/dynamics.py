@@ -7,6 +7,12 @@
 from the model, and ``A`` is the first ``m`` rows of the model's change of coordinates ``C``.
 Models that provide ``dynamics_terms(q, q̇) -> (M, C q̇, G)`` (both built-in families) are
 evaluated in one fused call, which shares the kinematics between the three terms.
+
+Families with compiled kernels (:mod:`poise.kernels`: planar_tree, planar_pcc) evaluate
+:meth:`Dynamics.acceleration` with the compiled right-hand side by default; it is compiled (or
+loaded from Numba's cache) when the :class:`Dynamics` is made, never in a step. The numpy
+implementation here stays the reference (``compiled=False``; ``tests/test_kernels.py``
+compares the two).
 """
 
 from __future__ import annotations
@@ -33,6 +39,11 @@ def terms_function(model: MechanicalModel) -> Terms:
     return separate
 
 
+def _f64(a: FloatArray) -> FloatArray:
+    """``a`` as C-contiguous float64, the one type the kernel is compiled for."""
+    return np.ascontiguousarray(a, dtype=np.float64)
+
+
 def solve_spd(M: FloatArray, f: FloatArray) -> FloatArray:
     """``M⁻¹ f`` for the symmetric positive definite mass matrix (LAPACK ``dposv``, Cholesky:
     ~1 µs against ~3 µs for ``numpy.linalg.solve`` at n ≤ 5); LU if ``M`` is not PD."""
@@ -43,13 +54,18 @@ def solve_spd(M: FloatArray, f: FloatArray) -> FloatArray:
 class Dynamics:
     """The equations of motion of one model (no state; the :class:`~poise.sim.Simulator` owns it).
 
+    Args:
+        model: the robot.
+        compiled: use the compiled right-hand side when the model's family has kernels.
+
     Attributes:
         model: the robot.
         A: actuation matrix (m, n); ``qa = A q`` and the actuators' generalised force is ``Aᵀ τ``.
         damping: joint viscous damping ``D`` (n,) [N·m·s/rad].
+        compiled: whether :meth:`acceleration` runs the compiled kernel.
     """
 
-    def __init__(self, model: MechanicalModel) -> None:
+    def __init__(self, model: MechanicalModel, *, compiled: bool = True) -> None:
         self.model = model
         self.n = int(model.n)
         self.m = int(model.m)
@@ -57,9 +73,21 @@ class Dynamics:
         self.AT = self.A.T.copy()
         self.damping = np.array(model.damping, dtype=float)
         self.terms = terms_function(model)
+        self._kernel_args: object = None
+        if compiled:
+            from poise.kernels import has_kernels, pack, steps
+
+            if has_kernels(model):
+                self._kernel_args = pack(model).args
+                self._kernel = steps.acceleration
+                zeros = np.zeros(self.n)
+                self._kernel(self._kernel_args, zeros, zeros, np.zeros(self.m))  # compile now
+        self.compiled = self._kernel_args is not None
 
     def acceleration(self, q: FloatArray, qd: FloatArray, tau: FloatArray) -> FloatArray:
         """``q̈ = M⁻¹ (Aᵀ τ − C q̇ − D q̇ − G)`` (n,) [rad/s²] for actuator efforts ``tau`` (m,)."""
+        if self._kernel_args is not None:
+            return self._kernel(self._kernel_args, _f64(q), _f64(qd), _f64(tau))
         M, bias, G = self.terms(q, qd)
         return solve_spd(M, self.AT @ tau - bias - self.damping * qd - G)
 

@@ -2,7 +2,8 @@
 
 Parquet needs ``pyarrow`` (``pip install 'poise[parquet]'``); CSV and plots do not.
 Array fields are flattened into one column per component (``q_0``, ``q_1`` …); nested objects
-(``/params`` and ``/events`` data) are written as JSON text.
+(``/params`` and ``/events`` data) are written as JSON text. The Foxglove drawing channels
+(``/scene``, ``/tf``) are not exported: they are drawn from the cycle channels, which are.
 """
 
 from __future__ import annotations
@@ -10,13 +11,17 @@ from __future__ import annotations
 import csv
 import json
 import pathlib
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from poise.extras import require
 from poise.telemetry.reader import LogContents
 
 FORMATS = ("csv", "parquet")
+#: Rows written between two progress reports.
+CHUNK = 10_000
 
 
 def table(contents: LogContents, topic: str) -> tuple[list[str], list[list[Any]]]:
@@ -50,23 +55,30 @@ def table(contents: LogContents, topic: str) -> tuple[list[str], list[list[Any]]
     return columns, out
 
 
+def rows_to_export(contents: LogContents) -> int:
+    """How many rows :func:`export` writes (one per message, over every topic)."""
+    return sum(len(v) for v in contents.messages.values())
+
+
 def export(contents: LogContents, fmt: str, out_dir: str | pathlib.Path,
-           stem: str | None = None) -> list[pathlib.Path]:
-    """Write ``<stem>_<topic>.<fmt>`` for every topic with messages; return the paths."""
+           stem: str | None = None,
+           progress: Callable[[int], Any] | None = None) -> list[pathlib.Path]:
+    """Write ``<stem>_<topic>.<fmt>`` for every topic with messages; return the paths.
+
+    ``progress(k)`` is told of every ``k`` rows written (:func:`rows_to_export` in all).
+    """
     if fmt not in FORMATS:
         raise ValueError(f"format {fmt!r}: use one of {', '.join(FORMATS)}")
     if fmt == "parquet":
-        try:
-            import pyarrow as pa
-            import pyarrow.parquet as pq
-        except ImportError:
-            raise RuntimeError("Parquet export needs pyarrow: pip install 'poise[parquet]'") \
-                from None
+        require("parquet", "Parquet export")
+        import pyarrow as pa
+        import pyarrow.parquet as pq
     out = pathlib.Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     stem = stem or pathlib.Path(contents.path).stem
     written: list[pathlib.Path] = []
-    for topic in sorted(contents.messages):
+    drawings = set(contents.drawing_topics())
+    for topic in sorted(set(contents.messages) - drawings):
         columns, rows = table(contents, topic)
         if not columns:
             continue
@@ -75,16 +87,26 @@ def export(contents: LogContents, fmt: str, out_dir: str | pathlib.Path,
             with path.open("w", newline="") as f:
                 w = csv.writer(f)
                 w.writerow(columns)
-                w.writerows(rows)
+                for i in range(0, len(rows), CHUNK):
+                    w.writerows(rows[i:i + CHUNK])
+                    if progress is not None:
+                        progress(len(rows[i:i + CHUNK]))
         else:
             data = {c: [r[i] for r in rows] for i, c in enumerate(columns)}
             pq.write_table(pa.table(data), path)
+            if progress is not None:
+                progress(len(rows))
         written.append(path)
     return written
 
 
 def plot(contents: LogContents, out: str | pathlib.Path, title: str | None = None) -> pathlib.Path:
-    """Four panels over time: task error, statics residual, q vs q̄, cycle timing (PNG)."""
+    """Four panels over time: task error, statics residual, q vs q̄, cycle timing (PNG).
+
+    Raises:
+        poise.extras.MissingExtra: matplotlib is not installed (``poise[plot]``).
+    """
+    require("plot", "the log plot")
     import matplotlib
 
     matplotlib.use("Agg")

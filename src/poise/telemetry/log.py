@@ -3,23 +3,34 @@
 Channels (message encoding ``json``, schema encoding ``jsonschema``); one message per control
 cycle on each of the first four, with the cycle counter as the MCAP ``sequence`` so gaps show:
 
-==============  ==================  ======================================================
-topic           schema              fields
-==============  ==================  ======================================================
-``/sensors``    ``poise.Sensors``   seq, t, state, q
-``/setpoints``  ``poise.Setpoints`` seq, t, qa_ref, tau_ff
-``/ik``         ``poise.IKState``   seq, t, q_bar, target, x, task_error, statics_residual
-``/timing``     ``poise.Timing``    seq, t, period_us, lateness_us, compute_us, latency_us
-``/params``     ``poise.Params``    t, kind ("initial" | "change"), data
-``/state``      ``poise.State``     t, from, to, cause
-``/events``     ``poise.Event``     t, kind, data (commands, faults, info)
-==============  ==================  ======================================================
+==============  ============================  ============================================
+topic           schema                        fields
+==============  ============================  ============================================
+``/sensors``    ``poise.Sensors``             seq, t, state, q
+``/setpoints``  ``poise.Setpoints``           seq, t, qa_ref, tau_ff
+``/ik``         ``poise.IKState``             seq, t, q_bar, target, x, task_error,
+                                              statics_residual
+``/timing``     ``poise.Timing``              seq, t, period_us, lateness_us, compute_us,
+                                              latency_us
+``/params``     ``poise.Params``              t, kind ("initial" | "change"), data
+``/state``      ``poise.State``               t, from, to, cause
+``/events``     ``poise.Event``               t, kind, data (commands, faults, info)
+``/scene``      ``foxglove.SceneUpdate``      the arm at q, at q̄, and the target (with a model)
+``/tf``         ``foxglove.FrameTransforms``  world → poise_base (with a model)
+==============  ============================  ============================================
 
-Timestamps (``log_time`` = ``publish_time``) are host *monotonic* nanoseconds
-(``time.monotonic_ns`` clock, as in :class:`CycleSample`); the ``clock`` metadata record pairs one
-monotonic instant with the wall clock (Unix ns) so readers can convert. Metadata records:
-``poise`` (package version, git revision, Python, host), ``clock``, and whatever the caller adds
-(``config``, ``calibration``, ``firmware``, ``model``); each value is JSON text.
+Timestamps (``log_time`` = ``publish_time``) are Unix nanoseconds, so Foxglove shows the run at
+the time it happened: the ``clock`` metadata record (a :class:`~poise.telemetry.clock.ClockAnchor`,
+with ``log_time = "unix_ns"``) pairs one host monotonic instant with the wall clock, read once at
+the start, and every message time is that anchor plus the monotonic offset, so times stay
+monotonic whatever the wall clock does during the run. The host monotonic time [s] stays in every
+payload (``t``; ``metadata`` ``t`` of the scene entities). Metadata records: ``poise`` (package
+version, git revision, Python, host), ``clock``, and whatever the caller adds (``config``,
+``calibration``, ``firmware``, ``model``); each value is JSON text.
+
+Given a drawable ``model`` (:func:`poise.telemetry.scene.drawable`), the writer also draws the
+arm for Foxglove's 3D panel (:mod:`poise.telemetry.scene`): ``/scene`` at most ``scene_rate_hz``
+(30) per second of cycle time, ``/tf`` at the first cycle and then once a second.
 
 The writer never blocks the control cycle: its own thread drains :class:`SampleQueue` s, encodes
 in slices of at most ``slice_`` samples with a GIL hand-off between slices, and closes an MCAP
@@ -47,6 +58,8 @@ from mcap.writer import CompressionType, Writer
 
 import poise
 from poise.controller.bus import CycleSample, Event, SampleQueue
+from poise.telemetry import scene as fox
+from poise.telemetry.clock import ClockAnchor, Decimator
 
 log = logging.getLogger(__name__)
 
@@ -130,13 +143,16 @@ def provenance() -> dict[str, Any]:
             "host": socket.gethostname(), "pid": os.getpid()}
 
 
-def clock_anchor() -> dict[str, Any]:
-    """One instant on both clocks: monotonic ns (the log's time base) and Unix wall ns."""
-    mono1 = time.monotonic_ns()
-    wall = time.time_ns()
-    mono2 = time.monotonic_ns()
-    return {"monotonic_ns": (mono1 + mono2) // 2, "wall_ns": wall,
-            "wall_iso": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(wall / 1e9))}
+def event_message(ev: Event) -> tuple[str, dict[str, Any]]:
+    """The topic and payload of an event: ``/state`` (transitions), ``/params`` (accepted
+    changes) or ``/events`` (everything else)."""
+    if ev.kind == "state":
+        d = ev.data
+        return "/state", {"t": ev.t, "from": str(d.get("from", "")), "to": str(d.get("to", "")),
+                          "cause": str(d.get("cause", ""))}
+    if ev.kind == "param":
+        return "/params", {"t": ev.t, "kind": "change", "data": ev.data}
+    return "/events", ev.as_dict()
 
 
 def encode_metadata(data: Mapping[str, Any]) -> dict[str, str]:
@@ -158,8 +174,11 @@ class LogWriter:
         compression: ``"zstd"``, ``"lz4"`` or ``"none"``.
         chunk_size: a chunk is also closed when it holds this many bytes.
         slice_: samples encoded between two GIL hand-offs.
+        model: the robot model; when drawable, ``/scene`` and ``/tf`` draw it for Foxglove.
+        scene_rate_hz: most ``/scene`` messages per second of cycle time [Hz].
 
     Attributes:
+        anchor: the clock anchor of the message times (Unix ns).
         samples_written, events_written: counts so far.
         gaps: cycles missing between consecutive samples (lost before the writer saw them).
     """
@@ -170,7 +189,8 @@ class LogWriter:
                  metadata: Mapping[str, Mapping[str, Any]] | None = None,
                  params: Mapping[str, Any] | None = None,
                  flush_interval: float = 0.1, compression: str = "zstd",
-                 chunk_size: int = 1 << 20, slice_: int = 25) -> None:
+                 chunk_size: int = 1 << 20, slice_: int = 25, model: Any = None,
+                 scene_rate_hz: float = 30.0) -> None:
         self.path = pathlib.Path(path)
         self.samples = samples
         self.events = events
@@ -182,7 +202,11 @@ class LogWriter:
         self._pending_meta: collections.deque[tuple[str, dict[str, str]]] = collections.deque()
         self._pending_params: collections.deque[tuple[float, str, dict]] = collections.deque()
         self._pending_meta.append(("poise", encode_metadata(provenance())))
-        self._pending_meta.append(("clock", encode_metadata(clock_anchor())))
+        self.anchor = ClockAnchor.now()
+        self._pending_meta.append(("clock", encode_metadata(self.anchor.as_dict())))
+        self._scene = fox.ArmScene(model) if model is not None and fox.drawable(model) else None
+        self._scene_due = Decimator(scene_rate_hz)
+        self._tf_due = Decimator(1.0)
         for name, data in (metadata or {}).items():
             self.add_metadata(name, data)
         if params is not None:
@@ -241,8 +265,8 @@ class LogWriter:
             writer = Writer(stream, chunk_size=self.chunk_size, compression=self._compression)
             writer.start(profile=PROFILE, library=f"poise {poise.__version__}")
             self._channels = {}
-            for topic, (name, schema) in SCHEMAS.items():
-                sid = writer.register_schema(name, "jsonschema", json.dumps(schema).encode())
+            for topic, name, data in self._schemas():
+                sid = writer.register_schema(name, "jsonschema", data)
                 self._channels[topic] = writer.register_channel(topic, "json", sid)
             self._ready.set()
             last_flush = time.monotonic()
@@ -287,26 +311,39 @@ class LogWriter:
             self._write(writer, "/params", t, {"t": t, "kind": kind, "data": data})
         if self.events is not None:
             for ev in self.events.drain():
-                if ev.kind == "state":
-                    d = ev.data
-                    self._write(writer, "/state", ev.t, {
-                        "t": ev.t, "from": str(d.get("from", "")), "to": str(d.get("to", "")),
-                        "cause": str(d.get("cause", ""))})
-                elif ev.kind == "param":
-                    self._write(writer, "/params", ev.t,
-                                {"t": ev.t, "kind": "change", "data": ev.data})
-                else:
-                    self._write(writer, "/events", ev.t, ev.as_dict())
-                    device = ev.data.get("device") if ev.kind == "info" else None
-                    if isinstance(device, dict):  # the controller's handshake report
-                        writer.add_metadata("firmware", encode_metadata(
-                            {**device, "id": device.get("firmware_id"),
-                             "port": ev.data.get("port")}))
+                topic, doc = event_message(ev)
+                self._write(writer, topic, ev.t, doc)
+                device = ev.data.get("device") if ev.kind == "info" else None
+                if isinstance(device, dict):  # the controller's handshake report
+                    # the wire protocol's link says firmware_id, a Device description name
+                    writer.add_metadata("firmware", encode_metadata(
+                        {**device, "id": device.get("firmware_id") or device.get("name"),
+                         "port": ev.data.get("port")}))
                 self.events_written += 1
 
+    def _schemas(self) -> list[tuple[str, str, bytes]]:
+        """``(topic, schema name, JSON schema)`` of every channel of this log."""
+        out = [(topic, name, json.dumps(schema).encode())
+               for topic, (name, schema) in SCHEMAS.items()]
+        if self._scene is not None:
+            out += [(topic, name, fox.foxglove_schema(name.removeprefix("foxglove.")))
+                    for topic, name in ((fox.SCENE_TOPIC, fox.SCENE_SCHEMA),
+                                        (fox.TF_TOPIC, fox.TF_SCHEMA))]
+        return out
+
     def _write(self, writer: Writer, topic: str, t: float, doc: dict[str, Any]) -> None:
-        ns = int(t * 1e9)
+        ns = self.anchor.unix_ns(t)
         writer.add_message(self._channels[topic], log_time=ns, publish_time=ns, data=_dumps(doc))
+
+    def _draw(self, writer: Writer, s: CycleSample, ns: int) -> None:
+        """``/tf`` once a second, ``/scene`` decimated (with a drawable model)."""
+        assert self._scene is not None
+        if self._tf_due.due(s.t):
+            writer.add_message(self._channels[fox.TF_TOPIC], log_time=ns, publish_time=ns,
+                               data=_dumps(self._scene.transforms(ns)))
+        if self._scene_due.due(s.t):
+            writer.add_message(self._channels[fox.SCENE_TOPIC], log_time=ns, publish_time=ns,
+                               data=_dumps(self._scene.scene(s, ns)), sequence=s.seq & 0xFFFFFFFF)
 
     def _write_samples(self, writer: Writer, batch: list[CycleSample]) -> None:
         ch = self._channels
@@ -315,10 +352,12 @@ class LogWriter:
             if self._last_seq is not None and s.seq != self._last_seq + 1:
                 self.gaps += max(0, s.seq - self._last_seq - 1)
             self._last_seq = s.seq
-            ns = int(s.t * 1e9)
+            ns = self.anchor.unix_ns(s.t)
             seq = s.seq & 0xFFFFFFFF
             for cid, data in zip(ids, sample_messages(s), strict=True):
                 writer.add_message(cid, log_time=ns, publish_time=ns, data=data, sequence=seq)
+            if self._scene is not None:
+                self._draw(writer, s, ns)
         self.samples_written += len(batch)
 
 
@@ -330,7 +369,8 @@ def controller_log(controller: Any, path: str | os.PathLike[str] | None = None,
     ``connect`` still records the handshake), and records as metadata the resolved
     configuration (``config.as_dict()``), the model (``model.describe()``), the calibration
     (the calibration file's metadata and path) and, once the controller reports the handshake,
-    the firmware. ``path`` defaults to ``config.log.path``.
+    the firmware; the model also draws the arm on ``/scene`` and ``/tf``. ``path`` defaults to
+    ``config.log.path``.
     """
     config = getattr(controller, "config", None)
     path = path or getattr(getattr(config, "log", None), "path", None)
@@ -352,6 +392,7 @@ def controller_log(controller: Any, path: str | os.PathLike[str] | None = None,
     params = getattr(controller, "params", None)
     if hasattr(params, "as_dict"):
         params = params.as_dict()
+    kwargs.setdefault("model", model)
     writer = LogWriter(path, controller.subscribe(), controller.events(), metadata=meta,
                        params=params if isinstance(params, Mapping) else None, **kwargs)
     return writer.start()

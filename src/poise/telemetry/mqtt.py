@@ -2,7 +2,9 @@
 
 :class:`MqttBridge` runs its own asyncio loop in its own thread. Every ``1/rate_hz`` seconds
 (≤ 100 messages/s) it drains the controller's :class:`SampleQueue` and publishes one columnar
-batch of all samples since the last on ``telemetry`` (QoS 0); it republishes ``$state`` and
+batch of all samples since the last on ``telemetry`` (QoS 0) — and, with ``joint_states_hz``,
+one record per decimated cycle on ``joint_states`` and ``task`` (:mod:`poise.telemetry.records`,
+for PlotJuggler and ROS 2 bridges); it republishes ``$state`` and
 ``params`` (retained) when they change and forwards events (QoS 1). Commands arriving on
 ``set/<name>`` are parsed and checked (:mod:`poise.telemetry.commands`) as they arrive — an
 e-stop comes on a second connection of its own, so it is never behind a flood of commands in
@@ -32,17 +34,14 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import dataclasses
 import gc
 import logging
 import os
 import random
-import ssl
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import aiomqtt
@@ -50,12 +49,13 @@ import aiomqtt
 from poise.controller.bus import Command, CommandResponse, CycleSample, Event, SampleQueue
 from poise.controller.dispatch import CommandDispatcher
 from poise.telemetry import commands as cmds
-from poise.telemetry.topics import LOST, Topics, check_robot_id, dumps, encode_batch, state_dict
+from poise.telemetry import records
+from poise.telemetry.clock import ClockAnchor, Decimator
+from poise.telemetry.mqtt_config import MqttConfig
+from poise.telemetry.topics import LOST, Topics, dumps, encode_batch, state_dict
 
 log = logging.getLogger(__name__)
 
-#: Most telemetry messages per second the bridge will send.
-MAX_RATE_HZ = 100.0
 #: How long a stop waits for a connect in progress to finish before abandoning it [s].
 CONNECT_GRACE = 1.0
 #: Commands served on a connection of their own, so a flood on ``set/#`` never delays them.
@@ -82,132 +82,6 @@ def state_name(state: Any) -> str:
         return value
     name = getattr(state, "name", None)
     return name.lower() if isinstance(name, str) else str(state)
-
-
-@dataclass(frozen=True)
-class MqttConfig:
-    """Where and how to connect, and how fast to publish.
-
-    Attributes:
-        host, port: the broker (``mqtt://host:port``; ``mqtts://`` defaults to 8883 and TLS).
-        robot_id: the topic level under ``poise/``.
-        username, password: optional credentials.
-        tls: connect with TLS; ``ca_certs`` / ``certfile`` / ``keyfile`` as for ``ssl``;
-            ``tls_insecure`` skips certificate and host-name checks (test benches only).
-        rate_hz: telemetry messages per second (each carries every sample since the last) [Hz].
-        max_batch: most samples in one telemetry message (older ones are dropped and counted).
-        keepalive: MQTT keep-alive [s]; a silent broker is declared lost after ~1.5× this.
-    """
-
-    host: str = "127.0.0.1"
-    port: int = 1883
-    robot_id: str = "poise"
-    username: str | None = None
-    password: str | None = field(default=None, repr=False)
-    tls: bool = False
-    ca_certs: str | None = None
-    certfile: str | None = None
-    keyfile: str | None = None
-    tls_insecure: bool = False
-    rate_hz: float = 50.0
-    max_batch: int = 1000
-    keepalive: int = 5
-    transport: str = "tcp"
-    websocket_path: str | None = None
-
-    def __post_init__(self) -> None:
-        check_robot_id(self.robot_id)
-        if not 0 < self.rate_hz <= MAX_RATE_HZ:
-            raise ValueError(f"mqtt rate_hz = {self.rate_hz} must be in (0, {MAX_RATE_HZ:g}]")
-        if not 0 < self.port < 65536:
-            raise ValueError(f"mqtt port {self.port} out of range")
-
-    @property
-    def url(self) -> str:
-        """The broker address without credentials (``mqtt://host:port``)."""
-        scheme = ("wss" if self.tls else "ws") if self.transport == "websockets" else (
-            "mqtts" if self.tls else "mqtt")
-        return f"{scheme}://{self.host}:{self.port}{self.websocket_path or ''}"
-
-    @classmethod
-    def from_url(cls, url: str, **overrides: Any) -> MqttConfig:
-        """Parse ``mqtt[s]://[user[:password]@]host[:port]``; ``overrides`` win."""
-        parts = urllib.parse.urlsplit(url if "://" in url else f"mqtt://{url}")
-        if parts.scheme not in ("mqtt", "mqtts", "tcp", "ssl", "ws", "wss"):
-            raise ValueError(f"mqtt url {url!r}: scheme must be mqtt://, mqtts://, ws:// or "
-                             "wss://")
-        tls = parts.scheme in ("mqtts", "ssl", "wss")
-        ws = parts.scheme in ("ws", "wss")
-        default_port = (443 if tls else 80) if ws else (8883 if tls else 1883)
-        kw: dict[str, Any] = {"host": parts.hostname or "127.0.0.1", "tls": tls,
-                              "port": parts.port or default_port,
-                              "transport": "websockets" if ws else "tcp",
-                              "websocket_path": parts.path or None}
-        if parts.username:
-            kw["username"] = urllib.parse.unquote(parts.username)
-        if parts.password:
-            kw["password"] = urllib.parse.unquote(parts.password)
-        kw.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**kw)
-
-    @classmethod
-    def from_settings(cls, section: Any, **overrides: Any) -> MqttConfig:
-        """From the controller's ``[mqtt]`` table: a mapping or an object with the same names
-        (``poise.controller.config.MqttConfig``): ``url``, ``robot_id``, ``username``,
-        ``password``, ``tls`` (bool, or a table with ``ca_certs``, ``certfile``, ``keyfile``,
-        ``insecure``), ``ca_file``, ``rate_hz``, ``max_batch``, ``keepalive`` (``enabled`` is
-        the caller's business). ``overrides`` (CLI flags) win where not None. Unknown keys of a
-        mapping are an error naming them."""
-        if dataclasses.is_dataclass(section) and not isinstance(section, type):
-            section = dataclasses.asdict(section)
-        section = dict(section or {})
-        known = {"url", "robot_id", "username", "password", "tls", "ca_file", "rate_hz",
-                 "max_batch", "keepalive", "enabled"}
-        unknown = sorted(set(section) - known)
-        if unknown:
-            raise ValueError(f"[mqtt]: unknown key(s) {', '.join(unknown)}; "
-                             f"known: {', '.join(sorted(known))}")
-        kw: dict[str, Any] = {k: section[k] for k in
-                              ("robot_id", "username", "password", "rate_hz", "max_batch",
-                               "keepalive") if section.get(k) is not None}
-        tls = section.get("tls")
-        if isinstance(tls, Mapping):
-            kw.update(tls=True, ca_certs=tls.get("ca_certs"), certfile=tls.get("certfile"),
-                      keyfile=tls.get("keyfile"), tls_insecure=bool(tls.get("insecure", False)))
-        elif tls:
-            kw["tls"] = True
-        if section.get("ca_file"):
-            kw["ca_certs"] = section["ca_file"]
-        url = overrides.pop("url", None) or section.get("url") or "mqtt://127.0.0.1:1883"
-        kw.update({k: v for k, v in overrides.items() if v is not None})
-        return replace(cls.from_url(url), **kw)
-
-    def tls_context(self) -> ssl.SSLContext | None:
-        """The client TLS context, or None without TLS."""
-        if not self.tls:
-            return None
-        ctx = ssl.create_default_context(cafile=self.ca_certs)
-        if self.certfile:
-            ctx.load_cert_chain(self.certfile, self.keyfile)
-        if self.tls_insecure:
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_NONE
-        return ctx
-
-    def client(self, *, will: aiomqtt.Will | None = None, identifier: str | None = None,
-               clean_session: bool = True,
-               queue_type: type[asyncio.Queue[aiomqtt.Message]] | None = None
-               ) -> aiomqtt.Client:
-        """An aiomqtt client for this broker (not yet connected); ``queue_type`` orders the
-        received messages (aiomqtt's option)."""
-        return aiomqtt.Client(
-            self.host, self.port, username=self.username, password=self.password,
-            identifier=identifier, will=will, clean_session=clean_session,
-            queue_type=queue_type,
-            keepalive=self.keepalive, timeout=5.0, tls_context=self.tls_context(),
-            transport=self.transport,  # type: ignore[arg-type]
-            websocket_path=self.websocket_path,
-            tls_insecure=self.tls_insecure if self.tls else None)
 
 
 @dataclass
@@ -261,6 +135,8 @@ class MqttBridge:
         params: returns the live parameters (defaults to ``handler.params``).
         model: the robot description published retained on ``model`` (``model.describe()``).
         device: what drives the loop, for ``$state`` (``/dev/ttyACM0``, ``sim:planar3``).
+        joint_names: the ``name`` s of ``joint_states`` (one per coordinate; default
+            ``q1 … qn``).
 
     Use ``start()`` / ``stop()`` or a ``with`` block. ``connected`` is a ``threading.Event``.
     """
@@ -268,7 +144,8 @@ class MqttBridge:
     def __init__(self, handler: CommandHandler, samples: SampleQueue[CycleSample] | None = None,
                  events: SampleQueue[Event] | None = None, config: MqttConfig | None = None, *,
                  params: Callable[[], Mapping[str, Any]] | None = None,
-                 model: Mapping[str, Any] | None = None, device: str = "") -> None:
+                 model: Mapping[str, Any] | None = None, device: str = "",
+                 joint_names: list[str] | None = None) -> None:
         self.handler = handler
         self.samples = samples
         self.events = events
@@ -299,6 +176,10 @@ class MqttBridge:
         self._state_reason = "started"
         self._limits = cmds.Limits()
         self._static = static_params(handler)
+        self._joint_names = joint_names
+        self._anchor = ClockAnchor.now()
+        self._records = Decimator(self.config.joint_states_hz) \
+            if self.config.joint_states_hz > 0 else None
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self) -> MqttBridge:
@@ -499,6 +380,8 @@ class MqttBridge:
                     await client.publish(topics.telemetry, encode_batch(batch, dropped), qos=0)
                     self.stats.batches += 1
                     self.stats.samples_sent += len(batch)
+                    if self._records is not None:
+                        await self._publish_records(client, batch)
             next_t += period
             delay = next_t - time.monotonic()
             if delay < 0:  # fell behind (slow broker): keep the rate, skip the backlog
@@ -506,6 +389,18 @@ class MqttBridge:
                 delay = 0
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), delay)
+
+    async def _publish_records(self, client: aiomqtt.Client, batch: list[CycleSample]) -> None:
+        """One ``joint_states`` and one ``task`` message per decimated cycle of ``batch``."""
+        assert self._records is not None
+        for s in batch:
+            if not self._records.due(s.t):
+                continue
+            stamp = self._anchor.unix_ns(s.t)
+            names = records.joint_names(self._joint_names, len(s.q))
+            await client.publish(self.topics.joint_states,
+                                 dumps(records.joint_state(s, stamp, names)), qos=0)
+            await client.publish(self.topics.task, dumps(records.task_record(s, stamp)), qos=0)
 
     async def _publish_status(self, client: aiomqtt.Client) -> None:
         """Republish the retained ``$state`` and ``params`` if they changed."""

@@ -4,6 +4,13 @@
 a file cut short by a crash yields every record before the damage and reports ``truncated``;
 ``mcap.reader.make_reader`` would refuse such a file outright. A file that is not MCAP at all
 (another format, or empty) is refused with :class:`NotMcapError`, not reported as damaged.
+
+Message times: logs written since the Foxglove-native format store Unix nanoseconds (their
+``clock`` record says ``log_time = "unix_ns"``); older logs stored host monotonic nanoseconds.
+:attr:`LogContents.time_base` tells which (from that record, else from the magnitude of the
+times), and :meth:`LogContents.unix_ns` converts either. Everything that works on run time reads
+the host monotonic ``t`` of the payloads, which every version of the log carries, so both
+kinds read, export, plot and replay alike.
 """
 
 from __future__ import annotations
@@ -19,10 +26,15 @@ import numpy as np
 from mcap.records import Channel, Message, Metadata, Schema
 from mcap.stream_reader import StreamReader
 
+from poise.telemetry.clock import UNIX_NS
+
 #: Per-cycle topics joined by ``seq`` into samples.
 CYCLE_TOPICS = ("/sensors", "/setpoints", "/ik", "/timing")
 #: The first bytes of every MCAP file.
 MCAP_MAGIC = b"\x89MCAP0\r\n"
+#: Message times at or above this are Unix ns (2001-09-09); a monotonic clock would need 31
+#: years of uptime to reach it.
+UNIX_NS_MIN = 10**18
 
 
 class NotMcapError(ValueError):
@@ -37,7 +49,7 @@ class LogContents:
         path: the file.
         metadata: ``{record name: {key: decoded JSON value}}``.
         messages: ``{topic: [decoded message dicts]}`` in file order; each dict also carries
-            ``_log_time`` [ns] and ``_sequence``.
+            ``_log_time`` [ns] as stored (see :attr:`time_base`) and ``_sequence``.
         schemas: ``{topic: schema name}``.
         truncated: the file ended early (crash); everything before the damage is here.
         error: what stopped the reader, if anything.
@@ -104,6 +116,32 @@ class LogContents:
             return None
         return (clock["wall_ns"] - clock["monotonic_ns"]) / 1e9
 
+    @property
+    def time_base(self) -> str:
+        """What the MCAP message times are: ``"unix"`` (Unix ns, current logs) or
+        ``"monotonic"`` (host monotonic ns, logs written before), per the ``clock`` record's
+        ``log_time``, else the magnitude of the first message time."""
+        clock = self.metadata.get("clock") or {}
+        if clock.get("log_time") == UNIX_NS:
+            return "unix"
+        first = next((m[0]["_log_time"] for m in self.messages.values() if m), None)
+        return "unix" if first is not None and first >= UNIX_NS_MIN else "monotonic"
+
+    def unix_ns(self, log_time: int) -> int | None:
+        """Unix time [ns] of a stored message time, whichever the time base (None for a
+        monotonic log without a ``clock`` anchor)."""
+        if self.time_base == "unix":
+            return int(log_time)
+        clock = self.metadata.get("clock")
+        if not clock:
+            return None
+        return int(log_time) + int(clock["wall_ns"]) - int(clock["monotonic_ns"])
+
+    def drawing_topics(self) -> list[str]:
+        """Topics with Foxglove drawing schemas (``foxglove.*``: the scene and transforms),
+        derived from the cycle channels."""
+        return sorted(t for t, name in self.schemas.items() if name.startswith("foxglove."))
+
 
 def _decode_meta(data: dict[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
@@ -169,7 +207,7 @@ def summary(contents: LogContents) -> dict[str, Any]:
     sensors = contents.topic("/sensors")
     info: dict[str, Any] = {
         "path": contents.path, "finished": contents.finished, "truncated": contents.truncated,
-        "error": contents.error,
+        "error": contents.error, "time_base": contents.time_base,
         "messages": {t: len(m) for t, m in sorted(contents.messages.items())},
     }
     if sensors:

@@ -7,8 +7,10 @@
 * MQTT (``[mqtt] enabled``, default on): a :class:`MqttBridge` to ``[mqtt] url``; with no url,
   an :class:`EmbeddedBroker` on loopback (1883 if free, else any free port).
 * Experiment log (``[log] path``): a :class:`LogWriter` via :func:`controller_log`.
+* Foxglove live view (``foxglove_port``, ``poise run --foxglove``): a :class:`FoxgloveLive`
+  WebSocket server (needs ``pip install 'poise[foxglove]'``).
 
-Both start before the loop does, so the log holds the run from its first cycle.
+All start before the loop does, so the log holds the run from its first cycle.
 """
 
 from __future__ import annotations
@@ -16,11 +18,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from poise.telemetry.broker import EmbeddedBroker
 from poise.telemetry.log import LogWriter, controller_log
 from poise.telemetry.mqtt import MqttBridge, MqttConfig
+
+if TYPE_CHECKING:
+    from poise.telemetry.foxglove_live import FoxgloveLive
 
 
 @dataclass
@@ -31,31 +36,48 @@ class Telemetry:
     broker: EmbeddedBroker | None = None
     log: LogWriter | None = None
     url: str | None = None
+    foxglove: FoxgloveLive | None = None
 
     def stop(self) -> None:
         if self.bridge is not None:
             self.bridge.stop()
         if self.broker is not None:
             self.broker.stop()
+        if self.foxglove is not None:
+            self.foxglove.stop()
         if self.log is not None:
             self.log.stop()
 
 
 def attach(controller: Any, *, mqtt: bool | None = None, url: str | None = None,
            robot_id: str | None = None, log_path: str | None = None,
+           foxglove: str | int | None = None, joint_states: float | None = None,
            out: TextIO | None = sys.stderr) -> Telemetry:
-    """Start MQTT and the experiment log for ``controller`` (a ``poise.controller`` Controller).
+    """Start MQTT, the experiment log and the Foxglove live view for ``controller``.
 
     Args:
         mqtt: override ``[mqtt] enabled``.
         url, robot_id: override ``[mqtt] url`` / ``robot_id`` (e.g. from ``--mqtt``,
             ``--robot-id``).
         log_path: override ``[log] path``.
+        foxglove: serve the Foxglove live view on ``PORT`` or ``HOST:PORT`` (None: no).
+        joint_states: override ``[mqtt] joint_states_hz`` (one record per cycle on
+            ``joint_states`` and ``task``, at most this many per second; 0: off).
         out: where to print the broker address and log path (None: silent).
+
+    Raises:
+        poise.extras.MissingExtra: ``foxglove`` is given but foxglove-sdk is missing (the
+            message says ``pip install 'poise[foxglove]'``); nothing has started then.
+        RuntimeError: the Foxglove port is taken.
     """
     config = controller.config
     telemetry = Telemetry()
     try:
+        if foxglove is not None:  # first: a missing SDK fails before anything started
+            telemetry.foxglove = _foxglove(controller, foxglove)
+            if out is not None:
+                print(f"poise run: Foxglove live view on {telemetry.foxglove.url} "
+                      "(Foxglove: Open connection → Foxglove WebSocket)", file=out)
         path = log_path or config.log.path
         if path:
             telemetry.log = controller_log(controller, path)
@@ -63,19 +85,18 @@ def attach(controller: Any, *, mqtt: bool | None = None, url: str | None = None,
                 print(f"poise run: logging to {path}", file=out)
         enabled = config.mqtt.enabled if mqtt is None else mqtt
         if enabled:
-            url = url or config.mqtt.url
+            url = url or (None if config.mqtt.embedded else config.mqtt.url)
             if url is None:
                 telemetry.broker = EmbeddedBroker().start()
                 url = telemetry.broker.url
                 if out is not None:
                     print(f"poise run: embedded MQTT broker on {url}", file=out)
-            mc = MqttConfig.from_settings(config.mqtt, url=url, robot_id=robot_id)
-            params = getattr(controller, "params", None)
+            mc = MqttConfig.from_settings(config.mqtt, url=url, robot_id=robot_id,
+                                          joint_states_hz=joint_states)
             telemetry.bridge = MqttBridge(
                 controller, controller.subscribe(), controller.events(), mc,
-                params=(lambda: controller.params.as_dict()) if hasattr(params, "as_dict")
-                else None,
-                model=controller.model.describe(), device=_device(config))
+                params=_params(controller), model=controller.model.describe(),
+                device=_device(config), joint_names=_joint_names(controller.model))
             telemetry.bridge.start()
             telemetry.url = mc.url
             if out is not None:
@@ -84,6 +105,30 @@ def attach(controller: Any, *, mqtt: bool | None = None, url: str | None = None,
         telemetry.stop()
         raise
     return telemetry
+
+
+def _params(controller: Any) -> Callable[[], dict[str, Any]] | None:
+    """The controller's live parameters as a function, if it has them."""
+    params = getattr(controller, "params", None)
+    return (lambda: controller.params.as_dict()) if hasattr(params, "as_dict") else None
+
+
+def _joint_names(model: Any) -> list[str]:
+    """The coordinates' names (``poise.sim.plant.coordinate_names``: body names of planar
+    trees, else ``theta1 …``)."""
+    from poise.sim.plant import coordinate_names
+
+    return coordinate_names(model)
+
+
+def _foxglove(controller: Any, address: str | int) -> FoxgloveLive:
+    """A started Foxglove live view of ``controller`` on ``address`` (``PORT``,
+    ``HOST:PORT``)."""
+    from poise.telemetry.foxglove_live import FoxgloveLive, parse_address
+
+    host, port = parse_address(address)
+    return FoxgloveLive(controller.subscribe(), controller.events(), model=controller.model,
+                        host=host, port=port, params=_params(controller)).start()
 
 
 def _device(config: Any) -> str:

@@ -8,6 +8,9 @@ topic                  QoS     retained  payload
 ``$state``             1       yes       ``{"state", "reason", "t", "device", "broker"}``;
                                          last will ``{"state": "lost"}``
 ``telemetry``          0       no        columnar batch of every sample since the last
+``joint_states``       0       no        one cycle as ``sensor_msgs/JointState`` (optional,
+                                         decimated; :mod:`poise.telemetry.records`)
+``task``               0       no        the same cycle's task-space record (optional)
 ``params``             1       yes       the current live parameters
 ``model``              1       yes       ``model.describe()``
 ``set/<name>``         (in)              ``{"id": "...", "value": ...}`` or a bare value
@@ -58,6 +61,8 @@ class Topics:
         self.base = f"{prefix}/{robot_id}"
         self.state = f"{self.base}/$state"
         self.telemetry = f"{self.base}/telemetry"
+        self.joint_states = f"{self.base}/joint_states"
+        self.task = f"{self.base}/task"
         self.params = f"{self.base}/params"
         self.model = f"{self.base}/model"
         self.response = f"{self.base}/response"

@@ -1,1 +1,9 @@
-"""Figures (matplotlib, Agg): above ``ik`` and ``models``, below the CLI."""
+"""Figures (matplotlib, Agg): above ``ik`` and ``models``, below the CLI.
+
+Needs the ``plot`` extra (``pip install 'poise[plot]'``): importing this package without
+matplotlib raises :class:`poise.extras.MissingExtra`, which says so.
+"""
+
+from poise.extras import require
+
+require("plot", "poise.viz (figures)")

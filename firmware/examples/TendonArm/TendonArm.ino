@@ -1,17 +1,17 @@
-// poise reference firmware: Arduino-style main for a tendon-driven arm.
+// poise reference firmware: Arduino-style main for a tendon-driven arm (example of the
+// "poise" library).
 //
 // Two joint encoders (measured coordinates) and two tendon motors with encoders and current
 // sensing (actuators). The protocol, the watchdog and all safety logic live in the portable
-// library (firmware/src, firmware/include); this file only provides the HAL hooks. Adapt the
-// HAL section to your board: pins, encoder reading, motor driver, current-to-tension scale.
-// Build: copy firmware/include/*.h and firmware/src/*.c next to this sketch (Arduino IDE), or
-// add them to a PlatformIO project. Serial: USB CDC, 1 Mbaud.
+// library (firmware/src); this file only provides the HAL hooks. Adapt the HAL section to your
+// board: pins, encoder reading, motor driver, current-to-tension scale.
+// Build: Arduino IDE: install firmware/ as a library (Sketch > Include Library > Add .ZIP
+// Library, or copy it to ~/Arduino/libraries/poise), then File > Examples > poise > TendonArm.
+// PlatformIO: lib_deps = poise=symlink://path/to/firmware (or file://). Serial: USB CDC, 1 Mbaud.
 
 #include <Arduino.h>
 
-extern "C" {
-#include "poise_device.h"
-}
+#include <poise_device.h>  // C header with its own extern "C" guard
 
 // ------------------------------------------------------------------------------ configuration
 static const uint16_t RATE_HZ = 1000;     // sensor stream rate

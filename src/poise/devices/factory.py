@@ -1,0 +1,128 @@
+"""Open the device a configuration names: one place that turns ``[device]`` into a
+:class:`~poise.devices.base.Device`.
+
+============================  ==========================================================
+``port``                      device
+============================  ==========================================================
+``sim``                       the virtual device (``poise device sim``, its own process) on
+                              a pty, poise wire protocol
+``/dev/ttyACM0``              a poise-protocol device (our firmware)
+``dynamixel:/dev/ttyUSB0``    a Dynamixel servo bus (or ``protocol = "dynamixel"``); with
+                              ``sensors = PORT`` (``--sensors``) a composite of the bus and
+                              a poise-protocol joint-sensor board
+============================  ==========================================================
+
+The controller and ``poise calibrate`` both open their device here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from poise.devices.base import Device, DeviceError
+from poise.firmware_bridge import messages as msg
+
+if TYPE_CHECKING:  # the controller imports this module: no import back at run time
+    from poise.controller.config import DeviceConfig
+    from poise.devices.dynamixel_config import ServoConfig
+
+#: A joint-sensor board gets no setpoints: heartbeats keep its watchdog fed [s].
+SENSOR_HEARTBEAT = 0.05
+
+
+@dataclass(frozen=True)
+class Opened:
+    """An open device and where it is.
+
+    Attributes:
+        device: the device (connected, disarmed).
+        port: the port it was opened on (``sim`` devices: the pty's stable symlink).
+        sim: the virtual device process (``port = "sim"``), else ``None``.
+    """
+
+    device: Device
+    port: str
+    sim: object | None = None
+
+
+def open_device(cfg: DeviceConfig, *, model: str, m: int, rate: float,
+                on_fault: Callable[[msg.Fault], None] | None = None,
+                reconnect: bool = True, qa_min: Sequence[float] | None = None,
+                qa_max: Sequence[float] | None = None) -> Opened:
+    """Open the device of ``cfg`` for a robot ``model`` with ``m`` actuators at ``rate`` Hz.
+
+    Args:
+        cfg: the ``[device]`` table.
+        model: the model the virtual device simulates when ``cfg.sim_model`` is not set.
+        m: the number of actuators (the default Dynamixel table has IDs 1 … m).
+        rate: the loop rate [Hz] (the virtual device's stream rate).
+        on_fault: Fault frames of poise-protocol devices (on their reader threads).
+        reconnect: poise-protocol links re-open after an unplug.
+        qa_min, qa_max: the model's actuator limits: those of the default Dynamixel table
+            (without ``[[device.servos]]``), instead of ∓ one spool turn.
+
+    Raises:
+        DeviceError: the device cannot be opened; the message names the port and why.
+    """
+    if cfg.protocol == "dynamixel":
+        from poise.devices.dynamixel_config import default_servos
+
+        servos = cfg.servos or default_servos(m, qa_min=qa_min, qa_max=qa_max)
+        return _open_dynamixel(cfg, servos, on_fault=on_fault, reconnect=reconnect)
+    if cfg.port == "sim":
+        return _open_sim(cfg, model=model, rate=rate, on_fault=on_fault, reconnect=reconnect)
+    from poise.devices.wire import WireDevice
+
+    dev = WireDevice(cfg.port, baud=cfg.baud, timeout=cfg.timeout, on_fault=on_fault,
+                     reconnect=reconnect)
+    return Opened(dev, cfg.port)
+
+
+def _open_sim(cfg: DeviceConfig, *, model: str, rate: float,
+              on_fault: Callable[[msg.Fault], None] | None, reconnect: bool) -> Opened:
+    from poise.controller.simdevice import SimDevice, SimDeviceError
+    from poise.devices.wire import WireDevice
+
+    sim = SimDevice(cfg.sim_model or model, rate=rate, params=cfg.sim_params,
+                    extra=cfg.sim_args)
+    try:
+        path = sim.start()
+    except (SimDeviceError, OSError) as exc:
+        sim.stop()
+        raise DeviceError(f"virtual device: {exc}") from None
+    dev = WireDevice(path, baud=cfg.baud, timeout=cfg.timeout, on_fault=on_fault,
+                     reconnect=reconnect, on_close=sim.stop)
+    return Opened(dev, path, sim)
+
+
+def _open_dynamixel(cfg: DeviceConfig, servos: Sequence[ServoConfig], *,
+                    on_fault: Callable[[msg.Fault], None] | None, reconnect: bool) -> Opened:
+    from poise.devices.dynamixel import DEFAULT_TIMEOUT_MS, DynamixelDevice
+
+    bus = DynamixelDevice(cfg.port, servos, baud=cfg.baud,
+                          timeout_ms=cfg.timeout_ms or DEFAULT_TIMEOUT_MS, retries=cfg.retries)
+    if cfg.sensors is None:
+        return Opened(bus, cfg.port)
+    from poise.devices.composite import CompositeDevice
+    from poise.devices.wire import WireDevice
+
+    try:
+        board = WireDevice(cfg.sensors, timeout=cfg.timeout, on_fault=on_fault,
+                           heartbeat=SENSOR_HEARTBEAT, reconnect=reconnect)
+    except DeviceError as exc:
+        with contextlib.suppress(DeviceError):
+            bus.close()
+        raise DeviceError(f"joint-sensor board {exc}") from None
+    try:
+        return Opened(CompositeDevice(board, bus), cfg.port)
+    except DeviceError:
+        board.close()
+        with contextlib.suppress(DeviceError):
+            bus.close()
+        raise
+
+
+__all__ = ["SENSOR_HEARTBEAT", "Opened", "open_device"]

@@ -1,0 +1,178 @@
+"""The MQTT settings: one definition for the ``[mqtt]`` table of a run configuration, the
+service's bridge, the benchmarks and the tests (:class:`MqttConfig`).
+
+Light on purpose (no aiomqtt at import): the configuration loader imports it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ssl
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from poise.telemetry.topics import check_robot_id
+
+if TYPE_CHECKING:
+    import asyncio
+
+    import aiomqtt
+
+#: Most telemetry messages per second the bridge will send.
+MAX_RATE_HZ = 100.0
+
+
+@dataclass(frozen=True)
+class MqttConfig:
+    """Where and how to connect, and how fast to publish.
+
+    Attributes:
+        host, port: the broker (``mqtt://host:port``; ``mqtts://`` defaults to 8883 and TLS).
+        robot_id: the topic level under ``poise/``.
+        username, password: optional credentials.
+        tls: connect with TLS; ``ca_certs`` / ``certfile`` / ``keyfile`` as for ``ssl``;
+            ``tls_insecure`` skips certificate and host-name checks (test benches only).
+        rate_hz: telemetry messages per second (each carries every sample since the last) [Hz].
+        max_batch: most samples in one telemetry message (older ones are dropped and counted).
+        keepalive: MQTT keep-alive [s]; a silent broker is declared lost after ~1.5× this.
+        joint_states_hz: one-record-per-cycle messages on ``joint_states`` and ``task``, at
+            most this many per second of cycle time [Hz]; 0 (default): off.
+        enabled: a run publishes and takes commands over MQTT (``[mqtt] enabled``).
+        embedded: no broker was named (``[mqtt]`` without ``url``): ``poise run`` starts an
+            embedded broker on loopback and connects there (``host``/``port`` are then
+            placeholders until it has).
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 1883
+    robot_id: str = "poise"
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    tls: bool = False
+    ca_certs: str | None = None
+    certfile: str | None = None
+    keyfile: str | None = None
+    tls_insecure: bool = False
+    rate_hz: float = 50.0
+    max_batch: int = 1000
+    keepalive: int = 5
+    transport: str = "tcp"
+    websocket_path: str | None = None
+    joint_states_hz: float = 0.0
+    enabled: bool = True
+    embedded: bool = False
+
+    def __post_init__(self) -> None:
+        check_robot_id(self.robot_id)
+        if not 0 < self.rate_hz <= MAX_RATE_HZ:
+            raise ValueError(f"mqtt rate_hz = {self.rate_hz} must be in (0, {MAX_RATE_HZ:g}]")
+        if not 0 <= self.joint_states_hz <= MAX_RATE_HZ:
+            raise ValueError(f"mqtt joint_states_hz = {self.joint_states_hz} must be in "
+                             f"[0, {MAX_RATE_HZ:g}] (0: off)")
+        if not 0 < self.port < 65536:
+            raise ValueError(f"mqtt port {self.port} out of range")
+
+    @property
+    def url(self) -> str:
+        """The broker address without credentials (``mqtt://host:port``)."""
+        scheme = ("wss" if self.tls else "ws") if self.transport == "websockets" else (
+            "mqtts" if self.tls else "mqtt")
+        return f"{scheme}://{self.host}:{self.port}{self.websocket_path or ''}"
+
+    @classmethod
+    def from_url(cls, url: str, **overrides: Any) -> MqttConfig:
+        """Parse ``mqtt[s]://[user[:password]@]host[:port]``; ``overrides`` win."""
+        parts = urllib.parse.urlsplit(url if "://" in url else f"mqtt://{url}")
+        if parts.scheme not in ("mqtt", "mqtts", "tcp", "ssl", "ws", "wss"):
+            raise ValueError(f"mqtt url {url!r}: scheme must be mqtt://, mqtts://, ws:// or "
+                             "wss://")
+        tls = parts.scheme in ("mqtts", "ssl", "wss")
+        ws = parts.scheme in ("ws", "wss")
+        default_port = (443 if tls else 80) if ws else (8883 if tls else 1883)
+        kw: dict[str, Any] = {"host": parts.hostname or "127.0.0.1", "tls": tls,
+                              "port": parts.port or default_port,
+                              "transport": "websockets" if ws else "tcp",
+                              "websocket_path": parts.path or None}
+        if parts.username:
+            kw["username"] = urllib.parse.unquote(parts.username)
+        if parts.password:
+            kw["password"] = urllib.parse.unquote(parts.password)
+        kw.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**kw)
+
+    @classmethod
+    def from_settings(cls, section: Any, **overrides: Any) -> MqttConfig:
+        """From the controller's ``[mqtt]`` table: a mapping or an object with the same names
+        (an :class:`MqttConfig`: only ``overrides`` apply): ``url``, ``robot_id``, ``username``,
+        ``password``, ``tls`` (bool, or a table with ``ca_certs``, ``certfile``, ``keyfile``,
+        ``insecure``), ``ca_file``, ``rate_hz``, ``max_batch``, ``keepalive``,
+        ``joint_states_hz`` (``enabled`` is the caller's business). ``overrides`` (CLI flags)
+        win where not None. Unknown keys of a mapping are an error naming them."""
+        if isinstance(section, MqttConfig):  # already parsed: a URL and flags override it
+            out, url = section, overrides.pop("url", None)
+            if url is not None:
+                at = cls.from_url(url)
+                out = replace(out, host=at.host, port=at.port, transport=at.transport,
+                              websocket_path=at.websocket_path, tls=at.tls or out.tls,
+                              username=at.username or out.username,
+                              password=at.password or out.password, embedded=False)
+            return replace(out, **{k: v for k, v in overrides.items() if v is not None})
+        if dataclasses.is_dataclass(section) and not isinstance(section, type):
+            section = dataclasses.asdict(section)
+        section = dict(section or {})
+        known = {"url", "robot_id", "username", "password", "tls", "ca_file", "rate_hz",
+                 "max_batch", "keepalive", "joint_states_hz", "enabled"}
+        unknown = sorted(set(section) - known)
+        if unknown:
+            raise ValueError(f"[mqtt]: unknown key(s) {', '.join(unknown)}; "
+                             f"known: {', '.join(sorted(known))}")
+        kw: dict[str, Any] = {k: section[k] for k in
+                              ("robot_id", "username", "password", "rate_hz", "max_batch",
+                               "keepalive", "joint_states_hz") if section.get(k) is not None}
+        tls = section.get("tls")
+        if isinstance(tls, Mapping):
+            kw.update(tls=True, ca_certs=tls.get("ca_certs"), certfile=tls.get("certfile"),
+                      keyfile=tls.get("keyfile"), tls_insecure=bool(tls.get("insecure", False)))
+        elif tls:
+            kw["tls"] = True
+        if section.get("ca_file"):
+            kw["ca_certs"] = section["ca_file"]
+        url = overrides.pop("url", None) or section.get("url")
+        kw["enabled"] = bool(section.get("enabled", True))
+        kw["embedded"] = url is None
+        kw.update({k: v for k, v in overrides.items() if v is not None})
+        return replace(cls.from_url(url or "mqtt://127.0.0.1:1883"), **kw)
+
+    def tls_context(self) -> ssl.SSLContext | None:
+        """The client TLS context, or None without TLS."""
+        if not self.tls:
+            return None
+        ctx = ssl.create_default_context(cafile=self.ca_certs)
+        if self.certfile:
+            ctx.load_cert_chain(self.certfile, self.keyfile)
+        if self.tls_insecure:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        return ctx
+
+    def client(self, *, will: aiomqtt.Will | None = None, identifier: str | None = None,
+               clean_session: bool = True,
+               queue_type: type[asyncio.Queue[aiomqtt.Message]] | None = None
+               ) -> aiomqtt.Client:
+        """An aiomqtt client for this broker (not yet connected); ``queue_type`` orders the
+        received messages (aiomqtt's option)."""
+        import aiomqtt
+
+        return aiomqtt.Client(
+            self.host, self.port, username=self.username, password=self.password,
+            identifier=identifier, will=will, clean_session=clean_session,
+            queue_type=queue_type,
+            keepalive=self.keepalive, timeout=5.0, tls_context=self.tls_context(),
+            transport=self.transport,  # type: ignore[arg-type]
+            websocket_path=self.websocket_path,
+            tls_insecure=self.tls_insecure if self.tls else None)
+
+
+__all__ = ["MAX_RATE_HZ", "MqttConfig"]
