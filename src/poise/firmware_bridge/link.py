@@ -1,18 +1,23 @@
 """Host-side link logic without I/O, shared by the asyncio and the threaded transports.
 
-:class:`LinkCore` frames outgoing messages (sequence numbers, send times), decodes incoming bytes,
-keeps :class:`LinkStats` (frames, errors by cause, sequence gaps, round-trip time), collects the
-handshake and matches acknowledgements. The transports only move bytes.
+:class:`LinkCore` is the whole protocol of a host link as a state machine fed with bytes and
+times: framing (sequence numbers, send times), decoding and :class:`LinkStats` (frames, errors by
+cause, sequence gaps, round-trip times), the handshake and its retries, requests matched to their
+Ack by sequence number, deadlines, heartbeats while idle, and the reconnect policy (back-off,
+same schema required). The transports (:mod:`~poise.firmware_bridge.transport`) only open and
+close the port, move bytes and wait; the core is tested without them (``tests/test_link_core.py``).
 """
 
 from __future__ import annotations
 
+import enum
 import errno as _errno
 import math
 import time
 from array import array
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from poise.firmware_bridge import messages as m
@@ -109,6 +114,12 @@ class SensorSample:
     sensors: m.Sensors
 
 
+def _percentile(samples: Iterable[float], p: float) -> float:
+    """Percentile ``p`` (0–100) of ``samples`` (nearest rank); NaN without samples."""
+    xs = sorted(samples)
+    return xs[min(len(xs) - 1, max(0, round(p / 100 * (len(xs) - 1))))] if xs else math.nan
+
+
 class RoundTrip:
     """Setpoint round-trip times: a fixed ring of the last :attr:`WINDOW` samples [s], and the
     count and maximum of all of them. Recording allocates nothing beyond the sample.
@@ -133,11 +144,7 @@ class RoundTrip:
 
     def percentile(self, p: float) -> float:
         """Percentile ``p`` (0–100) of the window [s]; NaN without samples."""
-        n = min(self.count, self.WINDOW)
-        if n == 0:
-            return math.nan
-        xs = sorted(self._ring[:n])
-        return xs[min(n - 1, max(0, round(p / 100 * (n - 1))))]
+        return _percentile(self._ring[:min(self.count, self.WINDOW)], p)
 
     def as_dict(self) -> dict[str, float | int | None]:
         """``{"count", "p50", "p99", "max"}`` in µs (``None`` without samples)."""
@@ -192,10 +199,7 @@ class LinkStats:
 
     def rtt_percentile(self, p: float) -> float:
         """Round-trip time percentile ``p`` (0–100) [s]; NaN without samples."""
-        if not self.rtt:
-            return math.nan
-        xs = sorted(self.rtt)
-        return xs[min(len(xs) - 1, max(0, round(p / 100 * (len(xs) - 1))))]
+        return _percentile(self.rtt, p)
 
     def reset_rate(self) -> None:
         self.first_sensor_time = self.last_sensor_time = None
@@ -220,19 +224,74 @@ class LinkStats:
 #: Setpoint send times kept for the round trip (a ring indexed by ``seq % SETPOINT_RING``):
 #: enough for 4 s of setpoints in flight at 1 kHz.
 SETPOINT_RING = 4096
+#: Handshake requests sent within the timeout, evenly spaced.
+HELLO_TRIES = 3
+#: Reconnect back-off after an unplug: the first attempt this long after the loss, the delay
+#: doubling after each failed attempt up to the second value [s].
+RECONNECT_BACKOFF = (0.05, 1.0)
+
+
+class LinkState(enum.Enum):
+    """``DISCONNECTED``: no port (not opened yet, unplugged, between reconnect attempts, after a
+    failed handshake); ``HANDSHAKE``: port open, Hello and Channels requested; ``CONNECTED``;
+    ``CLOSED``: closed by its owner, no more reconnects."""
+
+    DISCONNECTED = "disconnected"
+    HANDSHAKE = "handshake"
+    CONNECTED = "connected"
+    CLOSED = "closed"
+
+
+class Pending(Future):
+    """A handshake or an acknowledged request in flight: a :class:`~concurrent.futures.Future`
+    that the core resolves (a :class:`DeviceDescription`, or an :class:`~messages.Ack` that may
+    be a nack) or fails (a :class:`LinkError`), with what it waits for, its ``deadline`` [s, the
+    core's clock] and what was ``sent`` for it (both for the timeout message)."""
+
+    def __init__(self, waiting_for: str, deadline: float) -> None:
+        super().__init__()
+        self.waiting_for = waiting_for
+        self.deadline = deadline
+        self.sent: list[tuple[str, bytes]] = []
 
 
 class LinkCore:
-    """Framing, statistics and bookkeeping of one host link (no I/O, not thread-safe).
+    """The protocol logic of one host link, without I/O (not thread-safe: the caller locks).
+
+    A transport opens and closes the port and moves bytes; this decides what to send and what
+    each received frame means. Times are ``now`` [s] on :attr:`clock`; frames to write are
+    returned. **tx**: :meth:`frame`; :meth:`send` (setpoints, heartbeats; dropped while not
+    connected); :meth:`request` (acknowledged). **rx**: :meth:`feed` decodes, keeps
+    :class:`LinkStats`, delivers samples and faults, completes the handshake, matches each Ack
+    to its request by sequence number. **time**: :meth:`poll` (at :meth:`next_poll` at the
+    latest) resends handshake requests, fails what passed its deadline, sends heartbeats while
+    idle. **the port**: :meth:`opened` starts the handshake; :meth:`lost` and
+    :meth:`open_failed` schedule reconnects (:attr:`reconnect_at`, with back-off);
+    :attr:`wants_port` turns False when a handshake failed (the transport closes the port).
 
     Args:
+        port: the port's name, for error messages.
+        timeout: handshake and acknowledgement timeout [s].
+        expected_schema: refuse a device whose schema checksum differs (``None``: any).
+        reconnect: reconnect after the port is lost while connected (the same schema required).
+        heartbeat: send a Heartbeat when nothing was sent for this long [s]; ``None``: a
+            quarter of the device's watchdog timeout (≥ 5 ms); ``0``: never.
         on_sensors: called with each :class:`SensorSample` as soon as it is decoded.
         on_fault: called with each :class:`~messages.Fault`.
+        clock: the time base of ``now`` and of the samples' ``host_time`` [s].
     """
 
-    def __init__(self, on_sensors: Callable[[SensorSample], None] | None = None,
+    def __init__(self, port: str = "link", *, timeout: float = 2.0,
+                 expected_schema: int | None = None, reconnect: bool = True,
+                 heartbeat: float | None = None,
+                 on_sensors: Callable[[SensorSample], None] | None = None,
                  on_fault: Callable[[m.Fault], None] | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:
+        self.port = port
+        self.timeout = timeout
+        self.expected_schema = expected_schema
+        self.reconnect = reconnect
+        self.heartbeat = heartbeat
         self.clock = clock
         self.decoder = m.MessageDecoder()
         self.stats = LinkStats(decode=self.decoder.counters.as_dict())
@@ -240,9 +299,18 @@ class LinkCore:
         self.on_fault = on_fault
         self.faults: deque[tuple[float, m.Fault]] = deque(maxlen=256)
         self.last_sensors: SensorSample | None = None
+        self.state = LinkState.DISCONNECTED
+        #: The description of the last successful handshake.
+        self.description: DeviceDescription | None = None
+        self.handshake: Pending | None = None  # of a DeviceDescription
+        self.requests: dict[int, Pending] = {}  # of an Ack, by sequence number
         self.hello: m.Hello | None = None
         self.channels: dict[int, m.Channel] = {}
-        self.acks: dict[int, m.Ack] = {}
+        self.rx_bytes = 0  # since the port was opened
+        self.last_tx_time = 0.0
+        self._reconnecting = False
+        self._retry_at = math.inf
+        self._backoff = RECONNECT_BACKOFF[0]
         self._tx_seq = 0
         self._t0 = clock()
         self._sent_at = [math.nan] * 65536
@@ -252,14 +320,116 @@ class LinkCore:
         # setpoint send times by seq % SETPOINT_RING, and which seq each slot holds (-1: none)
         self._sp_sent = array("d", bytes(8 * SETPOINT_RING))
         self._sp_seq = array("l", [-1]) * SETPOINT_RING
-        self.last_tx_time = 0.0
+
+    # ------------------------------------------------------------- state
+    @property
+    def connected(self) -> bool:
+        return self.state is LinkState.CONNECTED
+
+    @property
+    def wants_port(self) -> bool:
+        """Whether the port should be open (False once a handshake failed: close it)."""
+        return self.state in (LinkState.HANDSHAKE, LinkState.CONNECTED)
+
+    @property
+    def reconnect_at(self) -> float | None:
+        """When to open the port again [s]; ``None``: not (connected, never connected,
+        reconnect off, or closed)."""
+        if self.state is LinkState.DISCONNECTED and self._reconnecting:
+            return self._retry_at
+        return None
+
+    @property
+    def heartbeat_interval(self) -> float:
+        """Idle time after which :meth:`poll` sends a Heartbeat [s] (0: never)."""
+        if self.heartbeat is not None:
+            return self.heartbeat
+        watchdog_ms = self.description.hello.watchdog_ms if self.description else 100
+        return max(watchdog_ms / 4e3, 0.005)
+
+    # ------------------------------------------------------------- the port
+    def opened(self, now: float) -> tuple[Pending, bytes]:
+        """The port is open: start the handshake; returns it and the HelloRequest to write."""
+        if self.state is LinkState.HANDSHAKE:
+            self.lost(now)  # fails the handshake under way
+        self.decoder.reset()  # a new stream: no partial frame, no sequence history
+        self._rx_expected = self._last_echo = self._last_sp_echo = None
+        self.rx_bytes = 0
+        self.hello, self.channels = None, {}
+        self.state = LinkState.HANDSHAKE
+        self.handshake = Pending("Hello/Channel answer", now + self.timeout)
+        return self.handshake, self._hello_request(now)
+
+    def lost(self, now: float) -> None:
+        """The port closed or failed (an unplug, or the transport closed it)."""
+        if self.state is LinkState.HANDSHAKE:
+            self._handshake_failed(
+                NotConnectedError(f"{self.port}: the port closed during the handshake"), now)
+        elif self.state is LinkState.CONNECTED:
+            self.state = LinkState.DISCONNECTED
+            self._reconnecting = self.reconnect
+            self._backoff = RECONNECT_BACKOFF[0]
+            self._retry_at = now + self._backoff
+
+    def open_failed(self, exc: BaseException, now: float) -> LinkError:
+        """Opening the port raised ``exc``: back off; returns the error to raise."""
+        self._retry_later(now)
+        return port_error(self.port, exc)
+
+    def close(self) -> None:
+        """Closed by its owner: no more reconnect attempts (a handshake under way fails)."""
+        self.lost(self.clock())
+        self.state = LinkState.CLOSED
+        self._reconnecting = False
+
+    def _retry_later(self, now: float) -> None:
+        self._backoff = min(2 * self._backoff, RECONNECT_BACKOFF[1])
+        self._retry_at = now + self._backoff
+
+    # ------------------------------------------------------------- time
+    def poll(self, now: float) -> list[bytes]:
+        """Do what is due at ``now``: returns the frames to write (handshake retries, a
+        heartbeat while idle); fails the handshake and the requests past their deadline."""
+        out: list[bytes] = []
+        hs = self.handshake
+        if self.state is LinkState.HANDSHAKE and hs is not None:
+            if now >= hs.deadline:
+                self._handshake_failed(self._timeout_error(hs), now)
+            elif now >= self._hello_due(hs):
+                out.append(self._hello_request(now))
+        for seq in [s for s, req in self.requests.items() if now >= req.deadline]:
+            req = self.requests.pop(seq)
+            req.set_exception(self._timeout_error(req))
+        interval = self.heartbeat_interval
+        if self.connected and interval > 0 and now - self.last_tx_time >= interval:
+            out.append(self.frame(m.Heartbeat(), now)[1])
+        return out
+
+    def next_poll(self) -> float:
+        """When :meth:`poll` has something to do next [s] (inf: nothing; reconnects are due at
+        :attr:`reconnect_at`)."""
+        times = [req.deadline for req in self.requests.values()]
+        if self.state is LinkState.HANDSHAKE and self.handshake is not None:
+            times += [self._hello_due(self.handshake), self.handshake.deadline]
+        if self.connected and self.heartbeat_interval > 0:
+            times.append(self.last_tx_time + self.heartbeat_interval)
+        return min(times, default=math.inf)
+
+    def _timeout_error(self, pending: Pending) -> DeviceTimeoutError:
+        sent = "; ".join(f"{name} ({frame.hex()})" for name, frame in pending.sent[-3:])
+        got = (f"received {self.rx_bytes} bytes but no valid frame" if self.rx_bytes
+               else "received nothing")
+        return DeviceTimeoutError(
+            f"{self.port}: no {pending.waiting_for} within {self.timeout:g} s; sent "
+            f"{len(pending.sent)} frame(s): {sent}; {got}")
 
     # ------------------------------------------------------------- tx
-    def frame(self, msg: m.Message) -> tuple[int, bytes]:
+    def frame(self, msg: m.Message, now: float | None = None) -> tuple[int, bytes]:
         """Frame ``msg`` with the next sequence number; records the send time."""
         seq = self._tx_seq
         self._tx_seq = (seq + 1) & 0xFFFF
-        now = self.clock()
+        if now is None:
+            now = self.clock()
         self._sent_at[seq] = now
         self.last_tx_time = now
         self.stats.tx_frames += 1
@@ -269,37 +439,57 @@ class LinkCore:
             self._sp_seq[slot] = seq
         return seq, m.encode(msg, seq, int((now - self._t0) * 1e6))
 
-    # ------------------------------------------------------------- rx
-    def feed(self, data: bytes, now: float | None = None) -> list[m.Frame]:
-        """Decode ``data`` (read at ``now``); dispatch sensors, faults, hello, channels, acks.
+    def send(self, msg: m.Message) -> tuple[int, bytes | None]:
+        """Frame a setpoint or heartbeat to write now: ``(seq, frame)``, or ``(-1, None)`` while
+        not connected (dropped, counted in ``stats.tx_dropped``)."""
+        if not self.connected:
+            self.stats.tx_dropped += 1
+            return -1, None
+        return self.frame(msg)
 
-        Returns the frames that were not sensor frames (for the caller's waiters).
+    def request(self, msg: m.Message, now: float) -> tuple[Pending, bytes]:
+        """Start a request the device acknowledges; returns it and the frame to write.
+
+        Raises:
+            NotConnectedError: the link is not connected.
         """
+        if not self.connected:
+            raise NotConnectedError(f"{self.port}: not connected")
+        seq, frame = self.frame(msg, now)
+        pending = self.requests[seq] = Pending(f"Ack for seq {seq}", now + self.timeout)
+        pending.sent.append((type(msg).__name__, frame))
+        return pending, frame
+
+    # ------------------------------------------------------------- rx
+    def feed(self, data: bytes, now: float | None = None) -> None:
+        """Decode ``data`` (read at ``now``): count, deliver sensors and faults, collect the
+        handshake, match acknowledgements."""
         if now is None:
             now = self.clock()
+        self.rx_bytes += len(data)
         frames = self.decoder.feed(data)
         self.stats.decode = self.decoder.counters.as_dict()
-        other: list[m.Frame] = []
         for fr in frames:
             self.stats.rx_frames += 1
             self._check_seq(fr.header.seq)
             msg = fr.message
             if isinstance(msg, m.Sensors):
                 self._sensors(fr, msg, now)
-                continue
-            if isinstance(msg, m.Hello):
+            elif isinstance(msg, m.Hello):
                 self.hello = msg
                 self.channels = {}
             elif isinstance(msg, m.Channel):
                 self.channels[msg.index] = msg
             elif isinstance(msg, m.Ack):
-                self.acks[msg.ref_seq] = msg
+                req = self.requests.pop(msg.ref_seq, None)
+                if req is not None:
+                    req.set_result(msg)
             elif isinstance(msg, m.Fault):
                 self.faults.append((now, msg))
                 if self.on_fault:
                     self.on_fault(msg)
-            other.append(fr)
-        return other
+        if self.state is LinkState.HANDSHAKE:
+            self._check_handshake(now)
 
     def _check_seq(self, seq: int) -> None:
         exp = self._rx_expected
@@ -340,28 +530,57 @@ class LinkCore:
         if self.on_sensors:
             self.on_sensors(sample)
 
-    def reset_rx(self) -> None:
-        """After a reconnect: forget the partial frame and the sequence history."""
-        self.decoder.reset()
-        self._rx_expected = None
-        self._last_echo = None
-        self._last_sp_echo = None
-
     # ------------------------------------------------------------- handshake
-    def description(self) -> DeviceDescription | None:
-        """The description once Hello and all its channels have arrived (else ``None``)."""
+    def _hello_request(self, now: float) -> bytes:
+        assert self.handshake is not None
+        frame = self.frame(m.HelloRequest(), now)[1]
+        self.handshake.sent.append(("HelloRequest", frame))
+        return frame
+
+    def _hello_due(self, hs: Pending) -> float:
+        """When the next HelloRequest goes out: :data:`HELLO_TRIES` evenly over the timeout."""
+        n = len(hs.sent)
+        return hs.deadline - self.timeout * (1 - n / HELLO_TRIES) if n < HELLO_TRIES \
+            else math.inf
+
+    def _check_handshake(self, now: float) -> None:
+        """Finish the handshake once Hello and all its channels are in (or refuse them)."""
         h = self.hello
-        if h is None or h.protocol_version != m.PROTOCOL_VERSION:
-            return None
+        if h is None:
+            return
+        if h.protocol_version != m.PROTOCOL_VERSION:
+            update = "firmware" if h.protocol_version < m.PROTOCOL_VERSION else "host (poise)"
+            self._handshake_failed(VersionMismatchError(
+                f"{self.port}: protocol version mismatch: host expects {m.PROTOCOL_VERSION}, "
+                f"device '{h.firmware_id}' speaks {h.protocol_version}; update the {update}"), now)
+            return
         n = h.n_coordinates + h.n_actuators
         if any(i not in self.channels for i in range(n)):
-            return None
-        return DeviceDescription(h, tuple(self.channels[i] for i in range(n)))
+            return
+        desc = DeviceDescription(h, tuple(self.channels[i] for i in range(n)))
+        try:
+            check_description(desc, self.port, self.expected_schema, self.description)
+        except SchemaMismatchError as exc:
+            self._handshake_failed(exc, now)
+            return
+        assert self.handshake is not None
+        self.description, self.state = desc, LinkState.CONNECTED
+        if self._reconnecting:
+            self.stats.reconnects += 1
+            self._reconnecting = False
+        self.handshake.set_result(desc)  # last: a waiting thread wakes to the new state
+
+    def _handshake_failed(self, error: LinkError, now: float) -> None:
+        assert self.handshake is not None
+        self.state = LinkState.DISCONNECTED
+        self._retry_later(now)
+        self.handshake.set_exception(error)
 
 
-def check_description(desc: DeviceDescription, port: str,
-                      expected_schema: int | None = None) -> None:
-    """Refuse a description whose schema checksum is inconsistent or not the expected one."""
+def check_description(desc: DeviceDescription, port: str, expected_schema: int | None = None,
+                      previous: DeviceDescription | None = None) -> None:
+    """Refuse a description whose schema checksum is inconsistent, not the expected one, or
+    (after a reconnect) not the ``previous`` one."""
     got = m.schema_checksum(desc.channels)
     if got != desc.schema_checksum:
         raise SchemaMismatchError(
@@ -372,13 +591,10 @@ def check_description(desc: DeviceDescription, port: str,
         raise SchemaMismatchError(
             f"{port}: schema mismatch: expected checksum 0x{expected_schema:08x}, device "
             f"'{desc.firmware_id}' has 0x{desc.schema_checksum:08x} (channels: {names})")
-
-
-def version_error(port: str, hello: m.Hello) -> VersionMismatchError:
-    return VersionMismatchError(
-        f"{port}: protocol version mismatch: host expects {m.PROTOCOL_VERSION}, device "
-        f"'{hello.firmware_id}' speaks {hello.protocol_version}; update the "
-        f"{'firmware' if hello.protocol_version < m.PROTOCOL_VERSION else 'host (poise)'}")
+    if previous is not None and previous.schema_checksum != desc.schema_checksum:
+        raise SchemaMismatchError(
+            f"{port}: after reconnect the device has schema 0x{desc.schema_checksum:08x}, "
+            f"before 0x{previous.schema_checksum:08x}")
 
 
 def port_error(port: str, exc: BaseException) -> LinkError:
@@ -397,12 +613,3 @@ def port_error(port: str, exc: BaseException) -> LinkError:
                              "port) first")
     return LinkError(f"{port}: cannot open: {text}")
 
-
-def timeout_error(port: str, seconds: float, sent: list[tuple[str, bytes]],
-                  received_bytes: int, waiting_for: str) -> DeviceTimeoutError:
-    what = "; ".join(f"{name} ({frame.hex()})" for name, frame in sent[-3:])
-    got = (f"received {received_bytes} bytes but no valid frame" if received_bytes
-           else "received nothing")
-    return DeviceTimeoutError(
-        f"{port}: no {waiting_for} within {seconds:g} s; sent {len(sent)} frame(s): {what}; "
-        f"{got}")

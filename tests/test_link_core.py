@@ -1,0 +1,309 @@
+"""The sans-I/O link core (:class:`LinkCore`) on its own: frames and times fed by hand, the
+device endpoint (also sans-I/O) as the other end. No port, no thread, no sleep."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from tests.test_protocol_device import LagPlant
+
+from poise.firmware_bridge import messages as m
+from poise.firmware_bridge.device import DeviceEndpoint
+from poise.firmware_bridge.link import (
+    RECONNECT_BACKOFF,
+    DeviceTimeoutError,
+    LinkCore,
+    LinkState,
+    NotConnectedError,
+    PortNotFoundError,
+    SchemaMismatchError,
+    VersionMismatchError,
+)
+
+PORT = "/dev/ttyCORE"
+
+
+class Clock:
+    """A hand-moved clock [s]: the core's time base and the ``now`` passed to it."""
+
+    def __init__(self, t: float = 100.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class RenamedPlant(LagPlant):
+    """Same plant, another channel name: another schema checksum."""
+
+    def describe(self):
+        channels = super().describe()
+        channels[3] = {**channels[3], "name": "tendonB"}
+        return channels
+
+
+def messages(frames: list[bytes]) -> list[m.Message]:
+    return [fr.message for fr in m.MessageDecoder().feed(b"".join(frames))]
+
+
+def seq_of(frame: bytes) -> int:
+    return m.MessageDecoder().feed(frame)[0].header.seq
+
+
+def answer(core: LinkCore, device: DeviceEndpoint, frames: list[bytes], now: float) -> None:
+    """Deliver the host's ``frames`` to the device and everything it answers back to the core."""
+    for frame in frames:
+        device.receive(frame, now)
+    core.feed(b"".join(device.outgoing()), now)
+
+
+def connected(clock: Clock, device: DeviceEndpoint | None = None, **options
+              ) -> tuple[LinkCore, DeviceEndpoint]:
+    core = LinkCore(PORT, clock=clock, **options)
+    device = device or DeviceEndpoint(LagPlant(), firmware_id="core-test")
+    pending, frame = core.opened(clock.t)
+    answer(core, device, [frame], clock.t)
+    assert pending.result(0) == core.description and core.connected
+    return core, device
+
+
+# -------------------------------------------------------------------- handshake
+
+
+def test_handshake_completes_only_once_hello_and_every_channel_are_in():
+    clock = Clock()
+    core = LinkCore(PORT, clock=clock)
+    device = DeviceEndpoint(LagPlant(), firmware_id="core-test")
+    assert core.state is LinkState.DISCONNECTED and not core.wants_port
+    pending, frame = core.opened(clock.t)
+    assert messages([frame]) == [m.HelloRequest()]
+    assert core.state is LinkState.HANDSHAKE and core.wants_port
+    device.receive(frame, clock.t)
+    hello, *channels = device.outgoing()
+    for part in [hello, *channels[:-1]]:
+        core.feed(part, clock.t)
+        assert not pending.done() and core.state is LinkState.HANDSHAKE
+    core.feed(channels[-1], clock.t)
+    desc = pending.result(0)
+    assert core.connected and core.description is desc
+    assert (desc.firmware_id, [c.name for c in desc.channels]) == (
+        "core-test", ["theta1", "theta2", "tendon1", "tendon2"])
+
+
+def test_handshake_resends_hello_request_evenly_then_times_out_saying_what_was_sent():
+    clock = Clock(0.0)
+    core = LinkCore(PORT, timeout=0.3, clock=clock)
+    pending, _ = core.opened(0.0)
+    resent = {}
+    for now in (0.05, 0.1, 0.15, 0.2, 0.25, 0.299):
+        resent[now] = messages(core.poll(now))
+        assert core.next_poll() > now
+    assert resent == {0.05: [], 0.1: [m.HelloRequest()], 0.15: [], 0.2: [m.HelloRequest()],
+                      0.25: [], 0.299: []}
+    assert core.next_poll() == pytest.approx(0.3)
+    assert core.poll(0.3) == []
+    with pytest.raises(DeviceTimeoutError, match=r"^/dev/ttyCORE: no Hello/Channel answer within "
+                       r"0.3 s; sent 3 frame\(s\): HelloRequest \(.*; received nothing$"):
+        pending.result(0)
+    assert core.state is LinkState.DISCONNECTED and not core.wants_port
+    assert core.reconnect_at is None  # never connected: nothing to reconnect to
+
+
+def test_version_mismatch_fails_the_handshake_saying_what_differs():
+    clock = Clock()
+    core = LinkCore(PORT, clock=clock)
+    device = DeviceEndpoint(LagPlant(), firmware_id="core-test", protocol_version=2)
+    pending, frame = core.opened(clock.t)
+    answer(core, device, [frame], clock.t)
+    with pytest.raises(VersionMismatchError, match=r"host expects 1, device 'core-test' speaks "
+                                                   r"2; update the host \(poise\)"):
+        pending.result(0)
+    assert not core.wants_port
+
+
+def test_unexpected_schema_is_refused_naming_both_checksums_and_the_channels():
+    clock = Clock()
+    core = LinkCore(PORT, expected_schema=0x12345678, clock=clock)
+    pending, frame = core.opened(clock.t)
+    answer(core, DeviceEndpoint(LagPlant()), [frame], clock.t)
+    with pytest.raises(SchemaMismatchError, match=r"expected checksum 0x12345678, device .* has "
+                                                  r"0x[0-9a-f]{8} \(channels: theta1 \[rad\]"):
+        pending.result(0)
+    assert not core.wants_port and core.description is None
+
+
+def test_port_lost_or_link_closed_during_the_handshake_fails_it_at_once():
+    clock = Clock()
+    core = LinkCore(PORT, clock=clock)
+    pending, _ = core.opened(clock.t)
+    core.lost(clock.t)
+    with pytest.raises(NotConnectedError, match="port closed during the handshake"):
+        pending.result(0)
+    pending, _ = core.opened(clock.t)
+    core.close()
+    with pytest.raises(NotConnectedError):
+        pending.result(0)
+    assert core.state is LinkState.CLOSED and core.reconnect_at is None
+
+
+# -------------------------------------------------------------------- requests
+
+
+def test_device_acks_and_nacks_come_back_to_their_request():
+    clock = Clock()
+    core, device = connected(clock)
+    arm, arm_frame = core.request(m.Arm(), clock.t)
+    bad, bad_frame = core.request(m.ConfigWrite(m.ConfigKey.SENSOR_RATE_HZ, 1e6), clock.t)
+    answer(core, device, [arm_frame, bad_frame], clock.t)
+    assert arm.result(0).ok
+    assert bad.result(0).code == m.ErrorCode.OUT_OF_RANGE
+    assert core.requests == {}
+
+
+@given(order=st.permutations(range(4)))
+def test_acks_match_requests_by_sequence_number_in_any_order(order):
+    clock = Clock()
+    core, _ = connected(clock)
+    requests = [core.request(m.ConfigWrite(m.ConfigKey.WATCHDOG_MS, 100 + k), clock.t)
+                for k in range(4)]
+    seqs = [seq_of(frame) for _, frame in requests]
+    stray = max(seqs) + 100
+    core.feed(m.encode(m.Ack(m.MsgType.CONFIG_WRITE, 0, stray), 900), clock.t)  # no request
+    for rx, k in enumerate(order):
+        code = k + 1  # a different nack per request
+        core.feed(m.encode(m.Ack(m.MsgType.CONFIG_WRITE, code, seqs[k]), 901 + rx), clock.t)
+    assert [pending.result(0).code for pending, _ in requests] == [1, 2, 3, 4]
+
+
+def test_request_times_out_at_its_deadline_and_a_late_ack_is_ignored():
+    clock = Clock(10.0)
+    core, _ = connected(clock, timeout=0.5, heartbeat=0)
+    pending, frame = core.request(m.Arm(), 10.0)
+    seq = seq_of(frame)
+    assert core.next_poll() == pytest.approx(10.5)
+    core.poll(10.49)
+    assert not pending.done()
+    core.poll(10.5)
+    with pytest.raises(DeviceTimeoutError, match=rf"no Ack for seq {seq} within 0.5 s; sent 1 "
+                                                 r"frame\(s\): Arm \("):
+        pending.result(0)
+    core.feed(m.encode(m.Ack(m.MsgType.ARM, 0, seq), 50), 10.6)  # late: nothing to match
+    assert isinstance(pending.exception(0), DeviceTimeoutError)
+
+
+def test_nothing_is_sent_or_requested_while_not_connected():
+    core = LinkCore(PORT, clock=Clock())
+    assert core.send(m.Setpoint((0.0, 0.0))) == (-1, None)
+    assert core.stats.tx_dropped == 1 and core.stats.tx_frames == 0
+    with pytest.raises(NotConnectedError, match=r"^/dev/ttyCORE: not connected$"):
+        core.request(m.Arm(), 0.0)
+
+
+# -------------------------------------------------------------------- heartbeats
+
+
+def test_heartbeat_goes_out_after_a_quarter_watchdog_of_silence_and_sends_postpone_it():
+    clock = Clock()
+    device = DeviceEndpoint(LagPlant(), watchdog_ms=40)
+    core, _ = connected(clock, device)
+    t0 = clock.t  # the handshake request was the last frame sent
+    assert core.heartbeat_interval == pytest.approx(0.010)
+    assert core.next_poll() == pytest.approx(t0 + 0.010)
+    assert core.poll(t0 + 0.009) == []
+    assert messages(core.poll(t0 + 0.010)) == [m.Heartbeat()]
+    clock.t = t0 + 0.015
+    core.send(m.Setpoint((0.0, 0.0)))  # any frame feeds the watchdog
+    assert core.poll(t0 + 0.024) == []
+    assert messages(core.poll(t0 + 0.025)) == [m.Heartbeat()]
+
+
+@pytest.mark.parametrize(("heartbeat", "watchdog_ms", "interval"),
+                         [(None, 10, 0.005), (0.2, 100, 0.2), (0, 100, 0.0)])
+def test_heartbeat_interval_is_the_option_else_a_quarter_watchdog_but_at_least_5ms(
+        heartbeat, watchdog_ms, interval):
+    clock = Clock()
+    core, _ = connected(clock, DeviceEndpoint(LagPlant(), watchdog_ms=watchdog_ms),
+                        heartbeat=heartbeat)
+    assert core.heartbeat_interval == pytest.approx(interval)
+    if interval == 0:  # never
+        assert core.poll(clock.t + 1e3) == [] and core.next_poll() == float("inf")
+
+
+# -------------------------------------------------------------------- reconnect
+
+
+def test_unplug_schedules_reconnect_attempts_backing_off_to_a_second():
+    clock = Clock(10.0)
+    core, _ = connected(clock)
+    core.lost(10.0)
+    assert core.state is LinkState.DISCONNECTED and not core.connected
+    assert core.reconnect_at == pytest.approx(10.0 + RECONNECT_BACKOFF[0])
+    delays = []
+    now = core.reconnect_at
+    for _ in range(7):
+        error = core.open_failed(FileNotFoundError(2, "No such file or directory"), now)
+        assert isinstance(error, PortNotFoundError) and str(error) == f"{PORT}: no such device"
+        delays.append(round(core.reconnect_at - now, 6))
+        now = core.reconnect_at
+    assert delays == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0, 1.0]
+
+
+def test_reconnect_counts_once_and_requires_the_schema_seen_before():
+    clock = Clock()
+    core, _ = connected(clock)
+    schema = core.description.schema_checksum
+    core.lost(clock.t)
+    pending, frame = core.opened(core.reconnect_at)
+    answer(core, DeviceEndpoint(LagPlant(), firmware_id="core-test"), [frame], clock.t)
+    assert pending.result(0).schema_checksum == schema
+    assert core.connected and core.stats.reconnects == 1 and core.reconnect_at is None
+    # another device on the same path: refused, the port given up, and tried again later
+    core.lost(clock.t)
+    pending, frame = core.opened(clock.t)
+    answer(core, DeviceEndpoint(RenamedPlant()), [frame], clock.t)
+    with pytest.raises(SchemaMismatchError, match=rf"after reconnect the device has schema "
+                                                  rf"0x[0-9a-f]{{8}}, before 0x{schema:08x}"):
+        pending.result(0)
+    assert not core.wants_port and core.stats.reconnects == 1
+    assert core.reconnect_at == pytest.approx(clock.t + 2 * RECONNECT_BACKOFF[0])
+    assert core.description.schema_checksum == schema
+
+
+def test_no_reconnect_when_it_is_off_or_the_link_was_closed():
+    clock = Clock()
+    core, _ = connected(clock, reconnect=False)
+    core.lost(clock.t)
+    assert core.state is LinkState.DISCONNECTED and core.reconnect_at is None
+    core, _ = connected(clock)
+    core.close()
+    core.lost(clock.t)
+    assert core.state is LinkState.CLOSED and core.reconnect_at is None
+
+
+# -------------------------------------------------------------------- statistics
+
+
+def _sensors_frame(seq: int, last_setpoint_seq: int) -> bytes:
+    return m.encode(m.Sensors(0, last_setpoint_seq, last_setpoint_seq, (0.0,), (0.0,), (0.0,)),
+                    seq, 0)
+
+
+def test_setpoint_round_trip_is_timed_per_echoed_sequence_number():
+    clock = [10.0]
+    core = LinkCore(clock=lambda: clock[0])
+    assert core.stats.as_dict()["rtt_us"] == {"count": 0, "p50": None, "p99": None, "max": None}
+    core.frame(m.HelloRequest())  # the handshake takes seq 0, as on a real link
+    core.feed(_sensors_frame(0, 0), now=10.0)  # the echo before any setpoint: no sample
+    seqs = []
+    for k in range(3):  # three setpoints 1 ms apart, each echoed 250 ms later
+        clock[0] = 10.0 + 1e-3 * k
+        seqs.append(core.frame(m.Setpoint((0.0,), None))[0])
+    core.frame(m.Heartbeat())  # other frames take sequence numbers too
+    for k, s in enumerate(seqs):
+        core.feed(_sensors_frame(1 + 2 * k, s), now=10.25 + 1e-3 * k)
+        core.feed(_sensors_frame(2 + 2 * k, s), now=10.30 + 1e-3 * k)  # echoed again: no sample
+    rtt = core.stats.as_dict()["rtt_us"]
+    assert rtt["count"] == 3
+    assert rtt["p50"] == pytest.approx(250_000, abs=1)
+    assert rtt["max"] == pytest.approx(250_000, abs=1)
