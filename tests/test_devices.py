@@ -172,6 +172,35 @@ def test_composite_reads_q_from_the_board_and_moves_the_servo(bus_and_board):
         dev.close()
 
 
+def test_the_in_process_plant_is_a_device_in_simulated_time():
+    from poise.devices.inprocess import SimulatedDevice
+    from poise.sim import make_plant
+
+    dev = SimulatedDevice(make_plant("double_pendulum", seed=1), rate=100.0)
+    assert isinstance(dev, Device)
+    info = dev.describe()
+    assert (info.n_q, info.n_a, info.polled) == (2, 1, False)
+    t0 = dev.latest().host_time
+    s1, s2 = dev.read(), dev.read()
+    assert s1.host_time == pytest.approx(t0 + 0.01) and s2.host_time == pytest.approx(t0 + 0.02)
+    goal = 0.5 * info.qa_max[0]
+    dev.write([goal])  # disarmed: ignored, as a device ignores it
+    for _ in range(100):
+        s = dev.read()
+    assert abs(s.qa[0]) < 1e-3 and not s.status & Status.ARMED
+    dev.arm()
+    for _ in range(300):  # 3 s of simulated time
+        dev.write([goal])
+        s = dev.read()
+    assert abs(s.qa[0] - goal) < 2e-3 and s.status & Status.ARMED
+    dev.estop()
+    assert dev.latest().status & Status.ESTOP
+    with pytest.raises(DeviceError, match="e-stop"):
+        dev.arm()
+    dev.arm(clear_estop=True)
+    assert not dev.latest().status & Status.ESTOP
+
+
 # ------------------------------------------------------------------------ the controller
 
 

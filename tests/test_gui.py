@@ -14,12 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from poise.controller.bus import CycleSample
+from poise.gui.broker import BrokerURL
 from poise.gui.ring import Layout, RingBuffer, TelemetryBuffer
-from poise.gui.topics import BrokerURL, command_topic, split_topic
 from poise.ik.statics import solve_statics
 from poise.models import load_model
 from poise.models.actuation import Gu
-from poise.telemetry.topics import batch_dict
+from poise.telemetry.topics import batch_dict, command_topic, split_topic
 
 
 @settings(max_examples=60, deadline=None)
@@ -282,7 +282,7 @@ def test_frame_time_benchmark_reports_loaded_and_baseline_frames(qtbot):
 
 
 def test_choose_robot_follows_live_robots_only():
-    from poise.gui.topics import choose_robot, is_live
+    from poise.gui.broker import choose_robot, is_live
 
     assert not any(map(is_live, ("offline", "lost", "gone"))) and is_live("running")
     assert choose_robot({}, None) is None

@@ -50,19 +50,25 @@ def cmdline(pid: int) -> list[str]:
 
 
 def sim_children(parent: int) -> list[int]:
-    """Pids of the running ``poise device sim`` processes whose parent is ``parent``."""
-    out = []
+    """Pids of the running ``poise device sim`` processes below ``parent`` (its children, or
+    the children of its real-time process: ``poise run`` runs the controller in a process of
+    its own, which starts the device)."""
+    parents: dict[int, int] = {}
     for entry in pathlib.Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        pid = int(entry.name)
-        st = _stat(pid)
-        if st is None or st[1] != parent or not running(pid):
-            continue
-        args = cmdline(pid)
-        if "device" in args and "sim" in args:
-            out.append(pid)
-    return out
+        if entry.name.isdigit():
+            st = _stat(int(entry.name))
+            if st is not None:
+                parents[int(entry.name)] = st[1]
+
+    def below(pid: int) -> bool:
+        for _ in range(4):  # child, grandchild, ...
+            pid = parents.get(pid, 0)
+            if pid == parent:
+                return True
+        return False
+
+    return [pid for pid in parents if below(pid) and running(pid)
+            and "device" in cmdline(pid) and "sim" in cmdline(pid)]
 
 
 def wait_for(what: str, predicate, timeout: float) -> None:

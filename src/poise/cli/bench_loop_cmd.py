@@ -21,7 +21,11 @@ def register(commands, groups) -> None:
     p.add_argument("--target", type=float, nargs="+", metavar="X",
                    help="target (default: a reachable one of the model)")
     p.add_argument("--reference", action="store_true",
-                   help="also run every rate on the numpy reference cycle (before/after)")
+                   help="also run every rate on the numpy reference cycle in one process "
+                   "(the state before the real-time core: before/after)")
+    p.add_argument("--process", nargs="+", choices=("own", "shared"), default=["own"],
+                   help="the controller in a process of its own (as poise run), in the "
+                   "benchmark's process, or both (default own)")
     add_json_option(p)
     p.set_defaults(func=run)
 
@@ -34,5 +38,6 @@ def run(args: argparse.Namespace) -> int:
         attach = None if args.no_telemetry else bench_attach(logs)
         result = benchmark.run(args.seconds, tuple(args.rates), model=args.model,
                                target=tuple(args.target) if args.target else None,
-                               pacing=args.pacing, attach=attach, reference=args.reference)
+                               pacing=args.pacing, attach=attach, reference=args.reference,
+                               processes=tuple(args.process))
     return emit(result, benchmark.table(result), args.json)

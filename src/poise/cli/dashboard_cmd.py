@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
 
     require("gui", "poise dashboard")
     from poise.gui.app import run as run_dashboard
-    from poise.gui.topics import BrokerURL
+    from poise.gui.broker import BrokerURL
 
     try:
         BrokerURL.parse(args.mqtt)

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 #: The embedded demo: a target the double pendulum reaches on E within its tendon limits.
 DEMO_TARGET = (0.5,)
 DEMO_DURATION = 10.0
+#: Events printed when the run starts (the device runs feed-forward only, ...).
+SAY_AT_START = ("feedforward_only",)
 #: ``poise run``'s exit codes.
 EXIT_CODES = {"reached": 0, "not_reached": 1, "bad_input": 2, "fault": 3, "estop": 4}
 #: How often the waiting main thread looks at the stop flag and the duration [s].
@@ -135,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, stop: StopFlag) -> int:
     """The run; ``stop`` becomes true on SIGINT/SIGTERM (polled, never a handler's work)."""
     from poise.controller.config import ConfigError, load_config
-    from poise.controller.loop import Controller
+    from poise.controller.rtproc import make_controller
     from poise.controller.rules import RuleError, check_duration
     from poise.examples import resolve_config
 
@@ -144,7 +146,7 @@ def _run(args: argparse.Namespace, stop: StopFlag) -> int:
         duration = check_duration(args.duration) if args.duration is not None else (
             DEMO_DURATION if demo else None)
         config = load_config(args.config and resolve_config(args.config), overrides(args))
-        controller = Controller(config)
+        controller = make_controller(config)
     except (ConfigError, RuleError, ValueError) as exc:
         print(f"poise run: {exc}", file=sys.stderr)
         return EXIT_CODES["bad_input"]
@@ -167,6 +169,10 @@ def _run(args: argparse.Namespace, stop: StopFlag) -> int:
             if refused:
                 print(f"poise run: cannot start: {resp.reason}", file=sys.stderr)
             else:
+                for event in controller.history():  # what the operator must know at once
+                    if event.data.get("code") in SAY_AT_START and not args.quiet:
+                        print(f"poise run: {event.data.get('text', event.data['code'])}",
+                              file=sys.stderr)
                 _wait(controller, stop, duration, args.quiet)
         if stop and not args.quiet:
             print(f"poise run: {stop.name}: stopping", file=sys.stderr)

@@ -25,26 +25,27 @@ GOAL = {"rate_hz": 1000, "latency_p99_us": 1000.0, "missed_pct": 0.1}
 
 def run_one(model: str, rate: float, seconds: float, target: list[float],
             pacing: str = "device", attach: Attach | None = None,
-            compiled: bool = True) -> dict[str, Any]:
+            compiled: bool = True, process: str = "own") -> dict[str, Any]:
     """One run; returns the timing summary plus the run's outcome. ``compiled``: the cycle
-    on the compiled kernels (else the numpy reference)."""
+    on the compiled kernels (else the numpy reference); ``process``: the controller in a
+    process of its own (``own``, as ``poise run``) or in this one (``shared``)."""
     from poise.controller.config import load_config
-    from poise.controller.loop import Controller
+    from poise.controller.rtproc import make_controller
 
     over = {"model.name": (model, "bench"), "loop.rate": (rate, "bench"),
             "algorithm.target": (target, "bench"), "mqtt.enabled": (False, "bench"),
             "loop.pacing": (pacing, "bench"), "limits.qa_rate": ([0.05], "bench"),
-            "loop.compiled": (compiled, "bench")}
+            "loop.compiled": (compiled, "bench"), "loop.process": (process, "bench")}
     load0 = os.getloadavg()[0]
     extras = None
     try:
-        with Controller(load_config(None, over)) as ctl:
+        with make_controller(load_config(None, over)) as ctl:
             extras = attach(ctl) if attach is not None else None
             resp = ctl.start("bench")
             if not resp.accepted:
                 raise RuntimeError(f"controller did not start: {resp.reason}")
             time.sleep(1.0)  # settle the transient, then measure a clean window
-            ctl.timing_stats.reset()
+            ctl.reset_timing()
             time.sleep(seconds)
             s = ctl.summary()
     finally:
@@ -53,7 +54,7 @@ def run_one(model: str, rate: float, seconds: float, target: list[float],
     t = s["timing"]
     return {
         "model": model, "rate_hz": rate, "pacing": pacing, "seconds": seconds,
-        "cycle": "compiled" if compiled else "numpy",
+        "cycle": "compiled" if compiled else "numpy", "process": process,
         "state": s["state"], "task_error": s["task_error"],
         "telemetry": attach is not None,
         "cycles": t["cycles"], "missed": t["missed"], "missed_pct": t["missed_pct"],
@@ -68,19 +69,20 @@ def run_one(model: str, rate: float, seconds: float, target: list[float],
 #: A reachable target of each model the benchmark knows (task units).
 TARGETS: dict[str, tuple[float, ...]] = {
     "double_pendulum": (0.5,), "tendon_3link": (0.5, 1.5), "soft_arm_stiff": (0.2, -0.9),
-    "soft_arm_soft": (0.2, -0.9), "dancer": (0.05,)}
+    "soft_arm_soft": (0.2, -0.9), "dancer": (0.1, 0.95)}
 
 
 def run(seconds: float = 60.0, rates: tuple[float, ...] = (500.0, 1000.0),
         model: str = "double_pendulum", target: tuple[float, ...] | None = None,
         pacing: str = "device", attach: Attach | None = None,
-        reference: bool = False) -> dict[str, Any]:
-    """All rates on the compiled cycle, and with ``reference`` each rate again on the numpy
-    reference (the before/after in one run); JSON-ready."""
+        reference: bool = False, processes: tuple[str, ...] = ("own",)) -> dict[str, Any]:
+    """All rates on the compiled cycle in each of ``processes``, and with ``reference`` each
+    rate again on the numpy reference in one process (the before/after in one run);
+    JSON-ready."""
     goal = list(target if target is not None else TARGETS.get(model, (0.5,)))
-    cycles = (True, False) if reference else (True,)
-    runs = [run_one(model, r, seconds, goal, pacing, attach, compiled)
-            for r in rates for compiled in cycles]
+    variants = [(True, p) for p in processes] + ([(False, "shared")] if reference else [])
+    runs = [run_one(model, r, seconds, goal, pacing, attach, compiled, process)
+            for r in rates for compiled, process in variants]
     return {"benchmark": "loop", "goal": GOAL, "runs": runs,
             "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                         "platform": platform.platform()}}
@@ -92,7 +94,7 @@ def _cell(value: float | None, width: int) -> str:
 
 def table(result: dict[str, Any]) -> str:
     """Human-readable table."""
-    head = (f"{'cycle':>8} {'rate':>6} {'cycles':>7} {'missed':>8} {'coal.':>6} "
+    head = (f"{'cycle':>8} {'process':>7} {'rate':>6} {'cycles':>7} {'missed':>8} {'coal.':>6} "
             f"{'lat p50':>8} {'p99':>7} {'p99.9':>7} "
             f"{'late p50':>9} {'p99':>7} {'p99.9':>7} {'comp p50':>9} {'load':>5}")
     tele = "with MQTT telemetry and MCAP logging" if result["runs"] and \
@@ -103,7 +105,8 @@ def table(result: dict[str, Any]) -> str:
     for r in result["runs"]:
         lat, late, comp = r["latency_us"], r["lateness_us"], r["compute_us"]
         lines.append(
-            f"{r.get('cycle', 'numpy'):>8} {r['rate_hz']:>6.0f} {r['cycles']:>7} "
+            f"{r.get('cycle', 'numpy'):>8} {r.get('process', 'shared'):>7} "
+            f"{r['rate_hz']:>6.0f} {r['cycles']:>7} "
             f"{r['missed_pct']:>7.3f}% {r['coalesced']:>6} "
             + " ".join(_cell(row.get(p), w) for row, p, w in (
                 (lat, "p50", 8), (lat, "p99", 7), (lat, "p99.9", 7), (late, "p50", 9),

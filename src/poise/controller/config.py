@@ -8,7 +8,7 @@ Layout (every table and key optional; the defaults are the embedded ``poise run`
     [model]       name (built-in name or file), calibration (file), gravity (override)
     [algorithm]   name, update, gamma, gamma_z, gamma_e, damping, target, tolerance
     [loop]        rate, mode ("ff" | "fb"), pacing ("device" | "host"), effort_feedforward,
-                  switch_interval, compiled, priority
+                  switch_interval, compiled, priority, process ("own" | "shared")
     [limits]      qa_min, qa_max, qa_rate, sensor_hold, sensor_fault
     [mqtt]        enabled, url, robot_id, username, password, tls, ca_file, joint_states_hz
     [log]         path
@@ -31,6 +31,7 @@ from poise.controller.rules import (
     ALGORITHMS,
     MODES,
     PACINGS,
+    PROCESSES,
     PROTOCOLS,
     RuleError,
     check_gain,
@@ -143,6 +144,9 @@ class LoopConfig:
             the numpy reference.
         priority: real-time priority of the loop thread (``SCHED_FIFO``, 1–99, where the OS
             grants it; docs/controller.md); 0 (default): the normal scheduler.
+        process: ``own`` (default for ``poise run``): the controller runs in a process of its
+            own and telemetry, the log and the broker stay in the first one
+            (:mod:`poise.controller.rtproc`); ``shared``: all in one process.
     """
 
     rate: float = 500.0
@@ -152,6 +156,7 @@ class LoopConfig:
     switch_interval: float = 2e-4
     compiled: bool = True
     priority: int = 0
+    process: str = "own"
 
 
 @dataclass(frozen=True)
@@ -403,7 +408,7 @@ def _rate(t: _Table) -> float:
 
 def _loop(t: _Table) -> LoopConfig:
     t.check_keys(("rate", "mode", "pacing", "effort_feedforward", "switch_interval",
-                  "compiled", "priority"))
+                  "compiled", "priority", "process"))
     priority = t.integer("priority", 0, ge=0)
     if priority > 99:
         raise t.fail("priority", priority, "must be in [0, 99] (0: normal scheduler)")
@@ -414,6 +419,7 @@ def _loop(t: _Table) -> LoopConfig:
         effort_feedforward=t.boolean("effort_feedforward", True),
         switch_interval=t.number("switch_interval", 2e-4, ge=0, le=0.1),
         compiled=t.boolean("compiled", True), priority=priority,
+        process=t.string("process", "own", choices=PROCESSES),
     )
 
 

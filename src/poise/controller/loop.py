@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import math
 import os
 import sys
@@ -222,6 +223,10 @@ class Controller:
         """Timing percentiles (µs) and counters of the cycles so far (see
         :mod:`poise.controller.timing`). Call from any thread."""
         return self.timing_stats.summary()
+
+    def reset_timing(self) -> None:
+        """Start the timing statistics afresh (a benchmark's measured window)."""
+        self.timing_stats.reset()
 
     # ------------------------------------------------------------------ events
 
@@ -804,6 +809,7 @@ class Controller:
             "limits": self.limits.as_dict(),
             "events": dict(collections.Counter(e.kind for e in self._history)),
             "statics_fallbacks": getattr(st, "fallbacks", 0),
+            "dispatch": dataclasses.asdict(self.dispatcher.stats),
         }
         out.update(self._device_summary())
         return _clean(out)

@@ -33,6 +33,8 @@ ALGORITHMS = ("alg1", "alg2", "plain")
 UPDATES = ("inverse", "pinv", "dls", "transpose")
 MODES = ("ff", "fb")
 PACINGS = ("device", "host")
+#: Where the controller runs (``[loop] process``): a process of its own, or the caller's.
+PROCESSES = ("own", "shared")
 #: Device protocols (``[device] protocol``): the poise wire protocol or a Dynamixel servo bus.
 PROTOCOLS = ("poise", "dynamixel")
 #: A device string with this prefix is a Dynamixel bus: ``dynamixel:/dev/ttyUSB0``.
@@ -179,6 +181,7 @@ __all__ = [
     "MIN_RATE",
     "MODES",
     "PACINGS",
+    "PROCESSES",
     "PROTOCOLS",
     "RUN_VALUES",
     "UPDATES",

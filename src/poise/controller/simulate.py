@@ -2,7 +2,9 @@
 
 :class:`SimulatedLoop` is ``read → update → write`` with the same :class:`ControlStep`, planner
 and safety limits as the service, against :func:`poise.sim.plant.make_plant` (the simulator and
-sensor models behind ``poise device sim``), one loop period per cycle of simulated time. No
+sensor models behind ``poise device sim``) seen through the device interface
+(:class:`poise.devices.inprocess.SimulatedDevice`), one loop period per cycle of simulated
+time. No
 threads, no clock, no pty: what the service computes, without what it waits for. Tests and
 studies use it; the real-time service adds the device, pacing, states and telemetry.
 
@@ -23,6 +25,7 @@ from poise.controller.config import Config, ControllerModel, build_model
 from poise.controller.params import LiveParams
 from poise.controller.safety import SafetyLimits
 from poise.controller.step import ControlStep, StepOutput, stepper_factory
+from poise.devices.inprocess import SimulatedDevice
 from poise.models.base import FloatArray
 from poise.sim.plant import SimPlant, make_plant
 
@@ -45,6 +48,8 @@ class SimulatedLoop:
         self.period = 1.0 / config.loop.rate
         self.plant: SimPlant = make_plant(config.device.sim_model or config.model.name,
                                           config.device.sim_params, seed=seed, noise=noise)
+        #: The plant as a device: each read advances it one period of simulated time.
+        self.device = SimulatedDevice(self.plant, rate=config.loop.rate)
         m = self.model
         lim = config.limits
         self.limits = SafetyLimits.build(m.m, m.qa_min, m.qa_max, lim.qa_min, lim.qa_max,
@@ -58,11 +63,11 @@ class SimulatedLoop:
             config, np.asarray(target if target is not None else m.fk(self.measured())))
         self.time = 0.0
         self.last: StepOutput | None = None
-        self.plant.set_mode("hold")
+        self.device.disarm()
 
     def measured(self) -> FloatArray:
         """The configuration q the sensors report now."""
-        return np.asarray(self.plant.read_sensors()[0], dtype=float)
+        return np.asarray(self.device.latest().q, dtype=float)
 
     def set_target(self, target: FloatArray) -> str:
         """Plan and adopt ``target`` as the service does; returns the plan's note."""
@@ -78,13 +83,14 @@ class SimulatedLoop:
         q = self.measured()
         self.step.reset(q, self.params.algorithm)
         self.set_target(self.params.target)
-        self.plant.set_mode("position")
+        self.device.arm()
 
     def cycle(self) -> StepOutput:
-        """One period: read the sensors, update, write the setpoint, advance the plant."""
-        out = self.step.update(self.measured(), self.params)
-        self.plant.set_actuator_command(out.qa, out.tau)
-        self.plant.step(self.period)
+        """One period: read the sensors, update, write the setpoint (the read advances the
+        plant to the next sample)."""
+        sample = self.device.read()
+        out = self.step.update(np.asarray(sample.q, dtype=float), self.params)
+        self.device.write(out.qa, out.tau)
         self.time += self.period
         self.last = out
         return out
@@ -98,16 +104,15 @@ class SimulatedLoop:
 
     def stop(self) -> None:
         """Disarm: the actuators hold their last setpoint (the device's safe state)."""
-        self.plant.set_mode("hold")
+        self.device.disarm()
 
     def hold(self, seconds: float) -> FloatArray:
         """Advance ``seconds`` without the controller; measured task values (k, task_dim)."""
         n = round(seconds / self.period)
         out = []
         for _ in range(n):
-            self.plant.step(self.period)
             self.time += self.period
-            out.append(self.model.fk(self.measured()))
+            out.append(self.model.fk(np.asarray(self.device.read().q, dtype=float)))
         return np.array(out)
 
 

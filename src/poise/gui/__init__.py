@@ -3,7 +3,7 @@
 Modules, one idea each:
 
 * :mod:`~poise.gui.ring` — ring buffers of live telemetry (numpy only);
-* :mod:`~poise.gui.topics` — the MQTT topic contract and broker URLs (no Qt);
+* :mod:`~poise.gui.broker` — the MQTT topic contract and broker URLs (no Qt);
 * :mod:`~poise.gui.client` — :class:`~poise.gui.client.MqttLink`, paho in a network thread,
   Qt signals to the GUI thread;
 * :mod:`~poise.gui.curves`, :mod:`~poise.gui.arm`, :mod:`~poise.gui.plane`,

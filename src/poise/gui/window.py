@@ -20,12 +20,12 @@ import numpy as np
 from PySide6 import QtCore, QtWidgets
 
 from poise.gui.arm import ArmView
+from poise.gui.broker import choose_robot
 from poise.gui.client import MqttLink
 from poise.gui.controls import ControlPanel, summary
 from poise.gui.curves import CurvesPanel
 from poise.gui.plane import ConfigPlane, PlaneData, compute_plane
 from poise.gui.ring import TelemetryBuffer, layout_of
-from poise.gui.topics import choose_robot
 from poise.models import ModelError, model_from_dict
 
 FRAME_MS = 33
@@ -39,7 +39,7 @@ class DashboardWindow(QtWidgets.QMainWindow):
 
     Args:
         link: the MQTT link (None: no network, e.g. for the frame-time benchmark).
-        robot: robot id to follow (None: a live one, see :func:`~poise.gui.topics.choose_robot`:
+        robot: robot id to follow (None: a live one, see :func:`~poise.gui.broker.choose_robot`:
             never an ``offline`` or ``lost`` robot's retained topics, and a switch to a live
             robot when one appears, until the operator picks one in the selector).
         capacity: telemetry samples kept per channel.

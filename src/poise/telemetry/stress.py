@@ -64,19 +64,26 @@ def _pct(values: list[float]) -> dict[str, float | None]:
             "p99": round(float(np.percentile(a, 99)), 3), "max": round(float(a.max()), 3)}
 
 
+def _cycles(controller: Any) -> tuple[int, int]:
+    """``(missed, cycles)`` so far."""
+    t = controller.timing()
+    return int(t["missed"]), int(t["cycles"])
+
+
 class _Service:
-    """A controller on the virtual device with MQTT and the log attached (in-process)."""
+    """A controller on the virtual device (in its own process, as ``poise run`` runs it) with
+    MQTT and the log attached."""
 
     def __init__(self, url: str, log_dir: str, model: str = "double_pendulum") -> None:
         from poise.controller.config import config_from_dict
-        from poise.controller.loop import Controller
+        from poise.controller.rtproc import make_controller
         from poise.telemetry.service import attach
 
         self.robot_id = f"stress-{uuid.uuid4().hex[:8]}"
         config = config_from_dict({"model": {"name": model},
                                    "algorithm": {"target": [0.5]},
                                    "device": {"port": "sim"}}, "stress")
-        self.controller = Controller(config)
+        self.controller = make_controller(config)
         self.events = self.controller.events(maxlen=1_000_000, history=False)
         self.telemetry = attach(self.controller, mqtt=True, url=url, robot_id=self.robot_id,
                                 log_path=f"{log_dir}/stress-{self.robot_id}.mcap", out=None)
@@ -214,23 +221,22 @@ def command_flood(url: str, flood: int = 2000, seed: int = 1) -> dict[str, Any]:
             svc.ensure_running()
             time.sleep(1.0)
             received0 = bridge.stats.commands  # type: ignore[union-attr]
-            stats = svc.controller.timing_stats
             ids = {c for _, _, c in commands}
-            m0, c0, t0 = stats.missed, stats.cycles, time.monotonic()
+            m0, c0, t0 = *_cycles(svc.controller), time.monotonic()
             answers = publish_round(url, svc.robot_id, commands, None)["answers"]
-            m1, c1, t1 = stats.missed, stats.cycles, time.monotonic()
+            m1, c1, t1 = *_cycles(svc.controller), time.monotonic()
             received = bridge.stats.commands - received0  # type: ignore[union-attr]
             time.sleep(t1 - t0)  # a quiet window of the same length after it
-            m2, c2 = stats.missed, stats.cycles
-            dispatch = svc.controller.dispatcher.stats
+            m2, c2 = _cycles(svc.controller)
+            dispatch = svc.controller.summary()["dispatch"]
         finally:
             svc.close()
     return {"flood": flood, "seconds": round(t1 - t0, 3), "received_by_service": received,
             "responses": _count(answers, ids),
             "missed_flood": m1 - m0, "cycles_flood": c1 - c0,
             "missed_quiet": m2 - m1, "cycles_quiet": c2 - c1,
-            "superseded": dispatch.superseded, "executed": dispatch.executed,
-            "busy": dispatch.busy}
+            "superseded": dispatch["superseded"], "executed": dispatch["executed"],
+            "busy": dispatch["busy"]}
 
 
 # ------------------------------------------------------------------ poise run as a process

@@ -29,7 +29,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from poise.controller.bus import CycleSample
+from poise.controller.bus import COMMAND_NAMES, CycleSample
 
 #: Root of every topic.
 PREFIX = "poise"
@@ -78,6 +78,34 @@ class Topics:
         """The command name of a ``set/<name>`` topic, or None for any other topic."""
         if topic.startswith(self.set_prefix):
             return topic[len(self.set_prefix):]
+        return None
+
+
+def topic(robot_id: str, leaf: str) -> str:
+    """``poise/<robot_id>/<leaf>``."""
+    return f"{PREFIX}/{robot_id}/{leaf}"
+
+
+def split_topic(name: str) -> tuple[str, str] | None:
+    """``poise/<robot_id>/<leaf...>`` → ``(robot_id, leaf)``; None for foreign topics."""
+    parts = name.split("/", 2)
+    if len(parts) != 3 or parts[0] != PREFIX or not parts[1]:
+        return None
+    return parts[1], parts[2]
+
+
+def command_topic(robot_id: str, name: str) -> str:
+    """``poise/<robot_id>/set/<name>``; raises ValueError for an unknown command."""
+    if name not in COMMAND_NAMES:
+        raise ValueError(f"unknown command {name!r}; one of {', '.join(COMMAND_NAMES)}")
+    return Topics(robot_id).set(name)
+
+
+def decode(payload: bytes) -> Any:
+    """JSON payload → Python object; None if it is not valid JSON (counted by the caller)."""
+    try:
+        return json.loads(payload)
+    except (ValueError, UnicodeDecodeError):
         return None
 
 

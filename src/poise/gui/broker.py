@@ -1,4 +1,6 @@
-"""The MQTT topic contract as the dashboard reads it (no Qt, no network).
+"""The dashboard's side of MQTT: which broker (:class:`BrokerURL`) and which robot to follow
+(no Qt, no network). The topic contract itself has one module, :mod:`poise.telemetry.topics`
+(service and dashboard alike); its contents, for reference:
 
 Everything lives under ``poise/<robot_id>/``:
 
@@ -16,17 +18,11 @@ Everything lives under ``poise/<robot_id>/``:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from poise.controller.bus import COMMAND_NAMES
 from poise.telemetry.mqtt_config import MqttConfig
-from poise.telemetry.topics import PREFIX, Topics
 
-#: The topic root (the service's, :data:`poise.telemetry.topics.PREFIX`: one owner).
-ROOT = PREFIX
 #: Topics of the selected robot the dashboard subscribes to (besides ``+/$state``).
 ROBOT_TOPICS = ("telemetry", "params", "model", "response", "events")
 DEFAULT_URL = "mqtt://127.0.0.1:1883"
@@ -53,34 +49,6 @@ def choose_robot(states: Mapping[str, str], current: str | None) -> str | None:
         return current
     live = next((robot for robot, state in states.items() if is_live(state)), None)
     return live if live is not None else current
-
-
-def topic(robot_id: str, leaf: str) -> str:
-    """``poise/<robot_id>/<leaf>``."""
-    return f"{ROOT}/{robot_id}/{leaf}"
-
-
-def split_topic(name: str) -> tuple[str, str] | None:
-    """``poise/<robot_id>/<leaf...>`` → ``(robot_id, leaf)``; None for foreign topics."""
-    parts = name.split("/", 2)
-    if len(parts) != 3 or parts[0] != ROOT or not parts[1]:
-        return None
-    return parts[1], parts[2]
-
-
-def command_topic(robot_id: str, name: str) -> str:
-    """``poise/<robot_id>/set/<name>``; raises ValueError for an unknown command."""
-    if name not in COMMAND_NAMES:
-        raise ValueError(f"unknown command {name!r}; one of {', '.join(COMMAND_NAMES)}")
-    return Topics(robot_id).set(name)
-
-
-def decode(payload: bytes) -> Any:
-    """JSON payload → Python object; None if it is not valid JSON (counted by the caller)."""
-    try:
-        return json.loads(payload)
-    except (ValueError, UnicodeDecodeError):
-        return None
 
 
 @dataclass(frozen=True)

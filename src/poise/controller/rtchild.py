@@ -1,0 +1,250 @@
+"""The real-time process's side of :mod:`poise.controller.rtproc`: the child that runs the
+ordinary :class:`~poise.controller.loop.Controller`, writes its cycle records into the
+shared-memory :class:`~poise.controller.ring.CycleRing`, and serves the parent's calls (one
+pipe and thread for commands, one of each for the e-stop).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import gc
+import math
+import os
+import signal
+import threading
+import time
+from multiprocessing import connection
+from typing import Any
+
+import numpy as np
+
+from poise.controller.bus import Command, CommandResponse
+from poise.controller.config import Config
+from poise.controller.ring import CycleRing, RingError
+from poise.controller.state import State
+from poise.firmware_bridge.lifetime import parent_alive, watch_parent
+
+#: How often the child moves cycle records into the ring and events into the pipe [Hz].
+PUMP_HZ = 250.0
+#: Calls that an e-stop sent after them cancels (like the dispatcher's queue).
+CANCELLED_BY_ESTOP = ("connect", "start", "clear", "submit")
+#: What the child executes on request (its ``Controller`` methods, and ``close``).
+CALLS = (*CANCELLED_BY_ESTOP, "stop", "summary", "final_summary", "timing", "close",
+         "device_pid", "reset_timing")
+#: The name each command call answers under (``CommandResponse.command``).
+RESPONSE_NAME = {"start": "run", "stop": "run", "connect": "connect", "clear": "clear",
+                  "estop": "estop"}
+
+
+
+
+class _Child:
+    """The real-time process: the controller, the ring writer, the command servers."""
+
+    def __init__(self, ctl: Any, ring: CycleRing, down: connection.Connection,
+                 estop: connection.Connection, up: connection.Connection,
+                 quit_: threading.Event) -> None:
+        self.ctl, self.ring = ctl, ring
+        self.down, self.estop_conn, self.up = down, estop, up
+        self.quit = quit_
+        self.samples = ctl.subscribe()
+        self.events = ctl.events(history=True)
+        self.up_lock = threading.Lock()
+        self.barrier = 0  # the newest e-stop's call id: older commands are cancelled
+        self.last_params: object = None
+        self.last_plan: object = self  # never a plan: the first flush sends it
+        self.ring_errors = 0
+        self.closed = False
+        self.close_lock = threading.Lock()
+        self.pump_quit = threading.Event()
+
+    def run(self, parent_pid: int, signalled: list[int]) -> None:
+        """Serve until ``close``, a signal (``signalled`` non-empty) or the parent's end."""
+        self.send(("hello", {"pid": os.getpid()}))
+        threads = [threading.Thread(target=f, name=n, daemon=True) for f, n in
+                   ((self.serve, "poise-rt-rpc"), (self.serve_estop, "poise-rt-estop"),
+                    (self.pump, "poise-rt-pump"))]
+        for t in threads:
+            t.start()
+        gc.collect()
+        gc.freeze()  # start-up objects never scanned again (the loop freezes once more)
+        while not self.quit.wait(0.1):
+            if signalled or not parent_alive(parent_pid):
+                break
+        self.shutdown()
+        threads[2].join(2)
+
+    # -- the outgoing pipe --------------------------------------------------------------
+
+    def send(self, extra: tuple[Any, ...] | None = None) -> None:
+        """Events, changed params and plan, then ``extra``: in this order, so the parent has
+        the state a command produced before its reply."""
+        ctl = self.ctl
+        with self.up_lock:
+            try:
+                evs = self.events.drain()
+                if evs:
+                    self.up.send(("ev", evs))
+                p = ctl.params
+                if p is not self.last_params:
+                    self.last_params = p
+                    self.up.send(("params", p.as_dict()))
+                plan = ctl.step.plan
+                if plan is not self.last_plan:
+                    self.last_plan = plan
+                    self.up.send(("plan", ctl.target_status, ctl.target_note))
+                if extra is not None:
+                    self.up.send(extra)
+            except (OSError, ValueError):  # the parent is gone
+                self.quit.set()
+
+    def reply(self, cid: int, value: Any, ok: bool = True) -> None:
+        self.send(("re", cid, ok, value))
+
+    # -- threads ------------------------------------------------------------------------
+
+    def pump(self) -> None:
+        """Cycle records into the ring and events into the pipe, PUMP_HZ times a second."""
+        period = 1.0 / PUMP_HZ
+        next_t = time.monotonic()
+        while True:
+            next_t = max(next_t + period, time.monotonic())
+            if self.pump_quit.wait(max(0.0, next_t - time.monotonic())):
+                self.tick()
+                return
+            self.tick()
+
+    def tick(self) -> None:
+        ring = self.ring
+        for s in self.samples.drain():
+            try:
+                ring.write(s)
+            except RingError:
+                self.ring_errors += 1
+        self.send()
+
+    def serve(self) -> None:
+        """Commands and calls, one at a time, answered by call id."""
+        while True:
+            try:
+                msg = self.down.recv()
+            except (EOFError, OSError):
+                self.quit.set()
+                return
+            kind, cid = msg[0], msg[1]
+            if kind == "post":
+                command: Command = msg[2]
+                if cid < self.barrier:
+                    self.reply(cid, self.cancelled(command.name, command.id))
+                else:
+                    self.ctl.post(command, functools.partial(self.reply, cid))
+                continue
+            name, args = msg[2], msg[3]
+            if name in CANCELLED_BY_ESTOP and cid < self.barrier:
+                cmd = args[0] if name == "submit" else None
+                self.reply(cid, self.cancelled(cmd.name if cmd else RESPONSE_NAME[name],
+                                               cmd.id if cmd else ""))
+                continue
+            try:
+                value, ok = self.execute(name, args), True
+            except Exception as exc:  # answered, never fatal
+                value, ok = f"{name} failed: {type(exc).__name__}: {exc}", False
+            self.reply(cid, value, ok)
+            if name == "close":
+                self.quit.set()
+                return
+
+    def serve_estop(self) -> None:
+        """E-stops, acted on the moment they arrive."""
+        while True:
+            try:
+                kind, cid, arg = self.estop_conn.recv()
+            except (EOFError, OSError):
+                return
+            self.barrier = max(self.barrier, cid)
+            if kind == "estop":
+                self.reply(cid, self.ctl.estop(arg))
+            else:  # a posted e-stop: the dispatcher runs it here and cancels what waits
+                self.ctl.post(arg, functools.partial(self.reply, cid))
+
+    def cancelled(self, name: str, cid: str) -> CommandResponse:
+        return CommandResponse(cid, name, False, f"cancelled by the e-stop (call "
+                                                 f"{self.barrier}) that came after it")
+
+    def execute(self, name: str, args: tuple[Any, ...]) -> Any:
+        if name not in CALLS:
+            raise ValueError(f"unknown call {name!r}")
+        ctl = self.ctl
+        if name == "close":
+            return self.close_controller()
+        if name == "device_pid":
+            proc = getattr(ctl.sim, "proc", None)
+            return None if proc is None else proc.pid
+        return getattr(ctl, name)(*args)
+
+    def close_controller(self) -> dict[str, Any] | None:
+        """Stop, take the final summary, close the controller (once)."""
+        with self.close_lock:
+            if self.closed:
+                return None
+            self.closed = True
+            ctl = self.ctl
+            if ctl.state == State.RUNNING:
+                ctl.stop("close")
+            final = ctl.final_summary()
+            ctl.close()
+            return final
+
+    def shutdown(self) -> None:
+        self.close_controller()
+        self.pump_quit.set()
+
+
+def child_main(config: Config, ring_name: str, down: connection.Connection,
+                estop: connection.Connection, up: connection.Connection,
+                parent_pid: int) -> None:
+    """The real-time process's main thread."""
+    # signal handlers only note the signal (an Event.set there could deadlock on the
+    # event's lock held by the interrupted main thread); the main loop polls it
+    signalled: list[int] = []
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides (Ctrl-C reaches both)
+    signal.signal(signal.SIGTERM, lambda signum, _: signalled.append(signum))
+    if not watch_parent(parent_pid, lambda: signalled.append(signal.SIGHUP)):
+        return
+    from poise.controller.loop import Controller
+
+    try:
+        ctl = Controller(config)
+        ring = CycleRing.attach(ring_name)
+    except Exception as exc:
+        with contextlib.suppress(OSError, ValueError):
+            up.send(("fatal", type(exc).__name__, str(exc)))
+        return
+    child = _Child(ctl, ring, down, estop, up, threading.Event())
+    try:
+        child.run(parent_pid, signalled)
+    finally:
+        ring.close()
+        for c in (down, estop, up):
+            c.close()
+
+
+def plain(v: Any) -> Any:
+    """numpy values as plain Python (a command value crosses the process boundary)."""
+    return v.tolist() if isinstance(v, np.ndarray) else v
+
+
+def clean(v: Any) -> Any:
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, dict):
+        return {k: clean(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [clean(x) for x in v]
+    return v
+
+
+
+__all__ = ["CALLS", "CANCELLED_BY_ESTOP", "PUMP_HZ", "RESPONSE_NAME", "child_main", "clean",
+           "plain"]

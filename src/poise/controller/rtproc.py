@@ -1,0 +1,604 @@
+"""The real-time part in a process of its own: :class:`RealtimeController`.
+
+The control loop must never wait on MQTT, the log writer, JSON encoding or another thread's
+GIL time. So :class:`RealtimeController` starts one child process (``spawn``) that builds the
+ordinary :class:`~poise.controller.loop.Controller` and runs it there: the loop thread, the
+device, command application and target planning all live in the child, and nothing else
+does. The parent (``poise run``, telemetry, logs) sees the same API as ``Controller``::
+
+    ctl = RealtimeController(load_config("run.toml"))   # spawns the real-time process
+    samples = ctl.subscribe()                           # fed from the shared-memory ring
+    ctl.start(); ctl.set_target([0.4]); ...
+    ctl.close()                                         # clean stop; returns when it is gone
+
+Channels between the two processes::
+
+    child → parent   cycle records    CycleRing (shared memory, written at PUMP_HZ)
+                     events, replies  one pipe, in order: the events a command caused arrive
+                                      before its reply, so ``state``/``params`` are current
+                                      when a call returns
+    parent → child   commands         a pipe served by one child thread (sync calls and
+                                      posted commands, answered by call id)
+                     e-stop           a pipe and a thread of its own: never behind a command
+
+The parent mirrors ``state``, ``reason``, ``params``, ``target_status`` and ``target_note``
+from what the child sends, so reading them costs no round trip.
+
+Lifetimes: the child dies with the parent even on SIGKILL (``PR_SET_PDEATHSIG`` plus a
+``getppid`` poll, :mod:`poise.firmware_bridge.lifetime`), closing its controller (disarm) on
+the way out; its virtual device (a grandchild) does the same. The parent notices a dead child
+at once (the process sentinel): the state becomes ``fault`` with the reason "real-time process
+died (exit code …)", a ``fault`` event is published and every further command is refused
+with that reason; the device's own watchdog makes the arm safe.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import itertools
+import multiprocessing as mp
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from multiprocessing import connection
+from typing import Any
+
+import numpy as np
+
+from poise.controller.bus import Command, CommandResponse, CycleSample, Event, SampleQueue
+from poise.controller.config import Config, ConfigError, build_model
+from poise.controller.params import LiveParams
+from poise.controller.ring import DEFAULT_CAPACITY, CycleRing, RingError
+from poise.controller.rtchild import (
+    PUMP_HZ,
+    RESPONSE_NAME,
+    child_main,
+    clean,
+    plain,
+)
+from poise.controller.state import LATCHED, State
+
+#: How often the parent polls the ring when nothing else wakes it [s].
+POLL = 0.005
+#: Longest wait for the child's answer to an e-stop [s] (it waits for the device's ack).
+ESTOP_TIMEOUT = 30.0
+class RealtimeError(RuntimeError):
+    """The real-time process could not start, or is gone; the message says why."""
+
+
+class _Pending:
+    """A call waiting for its answer: a sync caller (``done``) or a ``reply`` callback."""
+
+    __slots__ = ("command", "done", "id", "ok", "reply", "value")
+
+    def __init__(self, command: str, cid: str = "",
+                 reply: Callable[[CommandResponse], None] | None = None) -> None:
+        self.command, self.id, self.reply = command, cid, reply
+        self.done = threading.Event()
+        self.ok = False
+        self.value: Any = None
+
+
+class RealtimeController:
+    """A :class:`~poise.controller.loop.Controller` running in a child process, with the same
+    API for the telemetry side (see the module docstring).
+
+    Args:
+        config: the validated configuration.
+        capacity: records the cycle ring keeps.
+        startup_timeout: how long the child may take to build its controller [s].
+
+    Raises:
+        ConfigError: the child's controller refused the configuration.
+        RealtimeError: the child did not start.
+    """
+
+    def __init__(self, config: Config, *, capacity: int = DEFAULT_CAPACITY,
+                 startup_timeout: float = 120.0) -> None:
+        self.config = config
+        self.model_info = build_model(config.model)
+        self.model = self.model_info.model
+        #: The robot's reach [m] (as ``Controller.reach``).
+        self.reach: float | None = getattr(self.model, "reach", None)
+        self.period = 1.0 / config.loop.rate
+        #: Cycle records overwritten in the ring before the parent read them.
+        self.samples_lost = 0
+        target = config.algorithm.target
+        self._params = LiveParams.from_config(config, np.asarray(
+            target if target is not None else np.zeros(self.model.task_dim), dtype=float))
+        self._state = State.IDLE
+        self._reason = ""
+        self._target = ("", "")
+        self._changed = threading.Condition()
+        self._dead = ""  # the death reason once the child is gone unexpectedly
+        self._closing = False
+        self._closed = False
+        self._sub_lock = threading.Lock()
+        self._sample_subs: list[SampleQueue[CycleSample]] = []
+        self._event_subs: list[SampleQueue[Event]] = []
+        self._history: collections.deque[Event] = collections.deque(maxlen=2000)
+        self._pending: dict[int, _Pending] = {}
+        self._pending_lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._estop_lock = threading.Lock()
+        self._id_lock = threading.Lock()
+        self._last_sample: CycleSample | None = None
+        self._last_summary: dict[str, Any] = {}
+        self._final: dict[str, Any] | None = None
+        self._since = 0
+
+        m = self.model
+        self._ring = CycleRing.create(m.n, m.m, m.task_dim, capacity=capacity)
+        ctx = mp.get_context("spawn")
+        down_r, self._down = ctx.Pipe(duplex=False)
+        estop_r, self._estop = ctx.Pipe(duplex=False)
+        self._up, up_w = ctx.Pipe(duplex=False)
+        self._proc = ctx.Process(target=child_main, name="poise-realtime", daemon=True,
+                                 args=(config, self._ring.name, down_r, estop_r, up_w,
+                                       os.getpid()))
+        try:
+            self._proc.start()
+        except BaseException:
+            self._ring.close()
+            self._ring.unlink()
+            raise
+        finally:  # the child has its copies; ours would hide its death (no EOF)
+            for c in (down_r, estop_r, up_w):
+                c.close()
+        try:
+            self._await_hello(startup_timeout)
+        except BaseException:
+            self._kill()
+            raise
+        self._outbox: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
+        self._sender = threading.Thread(target=self._send_loop, name="poise-rt-send",
+                                        daemon=True)
+        self._reader = threading.Thread(target=self._read_loop, name="poise-rt-read",
+                                        daemon=True)
+        self._sender.start()
+        self._reader.start()
+
+    # ------------------------------------------------------------------ observation
+
+    @property
+    def pid(self) -> int | None:
+        """The real-time process's pid."""
+        return self._proc.pid
+
+    @property
+    def state(self) -> State:
+        """The real-time controller's state (mirrored; no round trip)."""
+        return self._state
+
+    @property
+    def reason(self) -> str:
+        """Why a latched state (fault, estop) was entered; empty otherwise."""
+        return self._reason
+
+    @property
+    def params(self) -> LiveParams:
+        """The live parameters the next cycle uses (mirrored)."""
+        return self._params
+
+    @property
+    def target_status(self) -> str:
+        """``reachable``, ``unreachable`` or ``""`` (see ``Controller.target_status``)."""
+        return self._target[0]
+
+    @property
+    def target_note(self) -> str:
+        """Why the target is unreachable ('' otherwise)."""
+        return self._target[1]
+
+    def subscribe(self, maxlen: int = 10_000) -> SampleQueue[CycleSample]:
+        """A new bounded queue that receives every :class:`CycleSample` (drop-oldest)."""
+        q: SampleQueue[CycleSample] = SampleQueue(maxlen)
+        with self._sub_lock:
+            self._sample_subs = [*self._sample_subs, q]
+        return q
+
+    def events(self, maxlen: int = 10_000, history: bool = True) -> SampleQueue[Event]:
+        """A new bounded queue that receives every :class:`Event` (the past ones first when
+        ``history``)."""
+        q: SampleQueue[Event] = SampleQueue(maxlen)
+        with self._sub_lock:
+            if history:
+                for ev in self._history:
+                    q.put(ev)
+            self._event_subs = [*self._event_subs, q]
+        return q
+
+    def unsubscribe(self, queue: SampleQueue[Any]) -> None:
+        """Stop feeding ``queue`` (samples or events)."""
+        with self._sub_lock:
+            self._sample_subs = [q for q in self._sample_subs if q is not queue]
+            self._event_subs = [q for q in self._event_subs if q is not queue]
+
+    def history(self) -> list[Event]:
+        """The last events (up to 2000)."""
+        with self._sub_lock:
+            return list(self._history)
+
+    def wait_for(self, *states: State, timeout: float = 5.0) -> bool:
+        """Block until the state is one of ``states``; False on timeout."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self._state in states, timeout)
+
+    def timing(self) -> dict[str, Any]:
+        """Timing percentiles (µs) and counters of the cycles so far (from the child; the
+        last known ones once it is gone)."""
+        try:
+            return self._call("timing")
+        except RealtimeError:
+            return dict(self._last_summary.get("timing") or {})
+
+    def reset_timing(self) -> None:
+        """Start the child's timing statistics afresh (a benchmark's measured window)."""
+        self._call("reset_timing")
+
+    def device_pid(self) -> int | None:
+        """The virtual device's pid (``device.port = "sim"`` once connected), else None."""
+        return self._call("device_pid")
+
+    # ------------------------------------------------------------------ commands
+
+    def connect(self) -> CommandResponse:
+        """idle → ready in the child (opens the device; see ``Controller.connect``)."""
+        return self._command("connect")
+
+    def start(self, cause: str = "start") -> CommandResponse:
+        """Connect if needed, arm and run (→ running)."""
+        return self._command("start", cause)
+
+    def stop(self, cause: str = "stop") -> CommandResponse:
+        """running → ready: stop sending setpoints and disarm."""
+        return self._command("stop", cause)
+
+    def clear(self, cause: str = "clear") -> CommandResponse:
+        """Clear a latched fault or e-stop."""
+        return self._command("clear", cause)
+
+    def submit(self, command: Command) -> CommandResponse:
+        """Validate and apply ``command`` in the child; always answered."""
+        return self._command("submit", command, name=command.name, cid=command.id)
+
+    def set_target(self, target: Any, source: str = "api") -> CommandResponse:
+        """Shorthand for ``submit(Command("target", target))``."""
+        return self.submit(Command("target", plain(target), source=source))
+
+    def estop(self, cause: str = "e-stop") -> CommandResponse:
+        """Latch the e-stop in the child at once: its own pipe and thread, never behind other
+        commands; commands sent before it that still wait are cancelled."""
+        if self._dead:
+            return CommandResponse("", "estop", False, self._dead)
+        p = _Pending("estop")
+        cid = self._register(p)
+        try:
+            with self._estop_lock:
+                self._estop.send(("estop", cid, cause))
+        except (OSError, ValueError):
+            self._unregister(cid)
+            return CommandResponse("", "estop", False, self._dead or "real-time process gone")
+        return self._await(p, cid, ESTOP_TIMEOUT)
+
+    def post(self, command: Command, reply: Callable[[CommandResponse], None]) -> None:
+        """Hand over a command without waiting (never blocks); ``reply`` gets its one answer.
+
+        ``reply`` runs in the parent's reader thread: it must not block, nor call this
+        object's synchronous methods (their answers come through that thread). An e-stop
+        goes on the e-stop pipe."""
+        if self._dead or self._closing:
+            reply(CommandResponse(command.id, command.name, False,
+                                  self._dead or "service stopping: command not applied"))
+            return
+        cid = self._register(_Pending(command.name, command.id, reply))
+        if command.name == "estop":
+            try:
+                with self._estop_lock:
+                    self._estop.send(("post", cid, command))
+            except (OSError, ValueError):
+                self._fail(cid, self._dead or "real-time process gone")
+        else:
+            self._outbox.put(("post", cid, command))
+
+    # ------------------------------------------------------------------ summary, close
+
+    def summary(self) -> dict[str, Any]:
+        """``Controller.summary()`` of the child (the last known one, with the current state,
+        once it is gone)."""
+        try:
+            out = self._call("summary")
+        except RealtimeError:
+            return self._local_summary()
+        self._last_summary = out
+        return out
+
+    def final_summary(self) -> dict[str, Any]:
+        """``Controller.final_summary()``: the state the run ended in."""
+        if self._final is not None:
+            return dict(self._final)
+        try:
+            out = self._call("final_summary")
+        except RealtimeError:
+            return self._local_summary()
+        self._last_summary = out
+        return out
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Stop the child cleanly (its ``Controller.close()``: disarm, ``summary`` event),
+        wait for it to exit, then unlink the shared memory. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if not self._dead:
+            with contextlib.suppress(RealtimeError):
+                self._final = self._call("close", timeout=timeout)
+        self._closing = True
+        self._proc.join(timeout)
+        self._kill()
+        self._outbox.put(None)
+        self._reader.join(timeout)
+        self._sender.join(timeout)
+        self._fail_all(self._dead or "service stopping: command not applied")
+        for c in (self._down, self._estop, self._up):
+            c.close()
+        self._ring.close()
+        self._ring.unlink()
+
+    def __enter__(self) -> RealtimeController:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ calls
+
+    def _register(self, p: _Pending) -> int:
+        with self._id_lock:
+            cid = next(self._ids)
+        with self._pending_lock:
+            self._pending[cid] = p
+        return cid
+
+    def _unregister(self, cid: int) -> _Pending | None:
+        with self._pending_lock:
+            return self._pending.pop(cid, None)
+
+    def _call(self, name: str, *args: Any, timeout: float | None = None) -> Any:
+        """Run ``name(*args)`` in the child and return its result.
+
+        Raises:
+            RealtimeError: the child is gone (or went during the call), or the call raised.
+        """
+        if self._dead or self._closing:
+            raise RealtimeError(self._dead or "real-time process closed")
+        p = _Pending(name)
+        cid = self._register(p)
+        self._outbox.put(("call", cid, name, args))
+        if not p.done.wait(timeout):
+            self._unregister(cid)
+            raise RealtimeError(f"{name}: no answer from the real-time process in {timeout} s")
+        if not p.ok:
+            raise RealtimeError(str(p.value))
+        return p.value
+
+    def _command(self, method: str, *args: Any, name: str | None = None,
+                 cid: str = "") -> CommandResponse:
+        name = name or RESPONSE_NAME.get(method, method)
+        if self._dead or self._closing:
+            return CommandResponse(cid, name, False,
+                                   self._dead or "service stopping: command not applied")
+        try:
+            return self._call(method, *args)
+        except RealtimeError as exc:
+            return CommandResponse(cid, name, False, str(exc))
+
+    def _await(self, p: _Pending, cid: int, timeout: float | None) -> CommandResponse:
+        if not p.done.wait(timeout) or not p.ok:
+            self._unregister(cid)
+            return CommandResponse(p.id, p.command, False, str(p.value or "no answer"))
+        return p.value
+
+    def _answer(self, cid: int, ok: bool, value: Any) -> None:
+        p = self._unregister(cid)
+        if p is None:
+            return
+        if p.reply is not None:
+            if not ok or not isinstance(value, CommandResponse):
+                value = CommandResponse(p.id, p.command, False, str(value))
+            with contextlib.suppress(Exception):  # a caller's callback must not stop us
+                p.reply(value)
+            return
+        p.ok, p.value = ok, value
+        p.done.set()
+
+    def _fail(self, cid: int, reason: str) -> None:
+        self._answer(cid, False, reason)
+
+    def _fail_all(self, reason: str) -> None:
+        with self._pending_lock:
+            ids = list(self._pending)
+        for cid in ids:
+            self._fail(cid, reason)
+
+    # ------------------------------------------------------------------ threads
+
+    def _send_loop(self) -> None:
+        """Writes the command pipe, so ``post`` never blocks on a full pipe."""
+        while True:
+            item = self._outbox.get()
+            if item is None:
+                return
+            try:
+                self._down.send(item)
+            except (OSError, ValueError):
+                self._fail(item[1], self._dead or "real-time process gone")
+
+    def _read_loop(self) -> None:
+        """Drains the pipe (events, replies) and the ring; notices the child's death."""
+        up, sentinel = self._up, self._proc.sentinel
+        eof = False
+        while True:
+            ready = connection.wait([up, sentinel] if not eof else [sentinel], POLL)
+            if up in ready and not eof:
+                eof = self._drain_up()
+            self._drain_ring()
+            if sentinel in ready:
+                if not eof:
+                    self._drain_up()
+                self._drain_ring()
+                self._proc.join(1.0)
+                if not self._closed:
+                    self._died(self._proc.exitcode)
+                return
+
+    def _drain_up(self) -> bool:
+        """Everything waiting in the pipe; True at its end (the child is gone)."""
+        up = self._up
+        try:
+            while up.poll():
+                self._handle(up.recv())
+        except (EOFError, OSError):
+            return True
+        return False
+
+    def _drain_ring(self) -> None:
+        try:
+            samples, self._since, lost = self._ring.read_new(self._since)
+        except RingError:
+            return
+        self.samples_lost += lost
+        if not samples:
+            return
+        self._last_sample = samples[-1]
+        for sub in self._sample_subs:
+            for s in samples:
+                sub.put(s)
+
+    def _handle(self, msg: tuple[Any, ...]) -> None:
+        kind = msg[0]
+        if kind == "ev":
+            for ev in msg[1]:
+                self._on_event(ev)
+        elif kind == "re":
+            self._answer(msg[1], msg[2], msg[3])
+        elif kind == "params":
+            self._params = _live_params(msg[1])
+        elif kind == "plan":
+            self._target = (msg[1], msg[2])
+
+    def _on_event(self, ev: Event) -> None:
+        if ev.kind == "state":
+            to, frm = State(ev.data["to"]), ev.data.get("from")
+            with self._changed:
+                self._state = to
+                if to in LATCHED:
+                    self._reason = str(ev.data.get("cause", ""))
+                elif frm in (s.value for s in LATCHED) or to == State.IDLE:
+                    self._reason = ""
+                self._changed.notify_all()
+        self._publish(ev)
+
+    def _publish(self, ev: Event) -> None:
+        with self._sub_lock:
+            self._history.append(ev)
+            subs = self._event_subs
+        for q in subs:
+            q.put(ev)
+
+    def _died(self, code: int | None) -> None:
+        reason = f"real-time process died (exit code {code})"
+        with self._changed:
+            old = self._state
+            self._dead = reason
+            self._state, self._reason = State.FAULT, reason
+            self._changed.notify_all()
+        now = time.monotonic()
+        self._publish(Event(now, "state", {"from": old.value, "to": State.FAULT.value,
+                                           "cause": reason}))
+        self._publish(Event(now, "fault", {"source": "host", "code": "realtime_died",
+                                           "reason": reason, "exit_code": code}))
+        self._fail_all(reason)
+
+    # ------------------------------------------------------------------ start-up, teardown
+
+    def _await_hello(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise RealtimeError(f"the real-time process did not start in {timeout:g} s")
+            ready = connection.wait([self._up, self._proc.sentinel], left)
+            if self._up in ready:
+                try:
+                    msg = self._up.recv()
+                except (EOFError, OSError):
+                    msg = ("fatal", "", "")
+                if msg[0] == "hello":
+                    return
+                if msg[0] == "fatal":
+                    self._proc.join(5)
+                    if msg[1] == "ConfigError":
+                        raise ConfigError(msg[2])
+                    raise RealtimeError(f"the real-time process did not start: {msg[1]}: "
+                                        f"{msg[2]}" if msg[1] else
+                                        "the real-time process did not start "
+                                        f"(exit code {self._proc.exitcode})")
+                self._handle(msg)
+            elif ready:
+                self._proc.join(1)
+                raise RealtimeError("the real-time process did not start "
+                                    f"(exit code {self._proc.exitcode})")
+
+    def _kill(self) -> None:
+        """End the child if it is still there (SIGTERM: it closes its controller; then
+        SIGKILL) and, if start-up failed, the ring too."""
+        proc = self._proc
+        if proc.is_alive():
+            proc.terminate()
+            proc.join(10)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(5)
+        if not hasattr(self, "_reader"):  # start-up failed: nobody else cleans up
+            for c in (self._down, self._estop, self._up):
+                c.close()
+            self._ring.close()
+            self._ring.unlink()
+
+    def _local_summary(self) -> dict[str, Any]:
+        """The last known summary, updated with the last cycle record and the state."""
+        out = dict(self._final or self._last_summary)
+        s = self._last_sample
+        if s is not None:
+            out.update(clean({"q": list(s.q), "q_bar": list(s.q_bar), "x": list(s.x),
+                               "target": list(s.target), "task_error": s.task_error,
+                               "statics_residual": s.statics_residual}))
+            if s.qa_ref:
+                out["qa_ref"] = list(s.qa_ref)
+        out.update(state=self._state.value, reason=self._reason)
+        out.setdefault("reached", False)
+        out.setdefault("timing", {})
+        return out
+
+
+def _live_params(d: dict[str, Any]) -> LiveParams:
+    return LiveParams(d["algorithm"], d["update"], d["gamma"], d["gamma_z"], d["gamma_e"],
+                      d["damping"], np.asarray(d["target"], dtype=float), d["mode"])
+
+
+def make_controller(config: Config) -> Any:
+    """The controller ``config`` asks for: a :class:`RealtimeController` (its own process,
+    ``[loop] process = "own"``) or an in-process :class:`~poise.controller.loop.Controller`
+    (``"shared"``); both have the same API."""
+    if config.loop.process == "own":
+        return RealtimeController(config)
+    from poise.controller.loop import Controller
+
+    return Controller(config)
+
+
+__all__ = ["PUMP_HZ", "RealtimeController", "RealtimeError", "make_controller"]
