@@ -24,7 +24,7 @@ T = TypeVar("T")
 
 #: Re-exported from :mod:`poise.controller.rules`, the one owner of the names.
 __all__ = ["COMMAND_NAMES", "Command", "CommandResponse", "CycleSample", "Event",
-           "SampleQueue"]
+           "SampleQueue", "SubscriberHub"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,3 +163,60 @@ class SampleQueue(Generic[T]):
     def __len__(self) -> int:
         with self._lock:
             return len(self._items)
+
+
+class SubscriberHub:
+    """Subscribers of a controller's cycle samples and events, and its recent events: what
+    the in-process :class:`~poise.controller.loop.Controller` and the real-time process's
+    parent side (:class:`~poise.controller.rtproc.RealtimeController`) both offer.
+
+    Subclasses call :meth:`_publish` for each event and feed every queue of
+    :attr:`_sample_subs` with each sample (the list is replaced, never changed, so a reader
+    needs no lock).
+    """
+
+    #: Events kept for late subscribers (``events(history=True)``, :meth:`history`).
+    HISTORY = 2000
+
+    def __init__(self) -> None:
+        self._sub_lock = threading.Lock()
+        self._sample_subs: list[SampleQueue[CycleSample]] = []
+        self._event_subs: list[SampleQueue[Event]] = []
+        self._history: collections.deque[Event] = collections.deque(maxlen=self.HISTORY)
+
+    def subscribe(self, maxlen: int = 10_000) -> SampleQueue[CycleSample]:
+        """A new bounded queue that receives every :class:`CycleSample` (drop-oldest)."""
+        q: SampleQueue[CycleSample] = SampleQueue(maxlen)
+        with self._sub_lock:
+            self._sample_subs = [*self._sample_subs, q]
+        return q
+
+    def events(self, maxlen: int = 10_000, history: bool = True) -> SampleQueue[Event]:
+        """A new bounded queue that receives every :class:`Event` (with the past ones first
+        when ``history``)."""
+        q: SampleQueue[Event] = SampleQueue(maxlen)
+        with self._sub_lock:
+            if history:
+                for ev in self._history:
+                    q.put(ev)
+            self._event_subs = [*self._event_subs, q]
+        return q
+
+    def unsubscribe(self, queue: SampleQueue[Any]) -> None:
+        """Stop feeding ``queue`` (samples or events)."""
+        with self._sub_lock:
+            self._sample_subs = [q for q in self._sample_subs if q is not queue]
+            self._event_subs = [q for q in self._event_subs if q is not queue]
+
+    def history(self) -> list[Event]:
+        """The last events (up to :attr:`HISTORY`)."""
+        with self._sub_lock:
+            return list(self._history)
+
+    def _publish(self, event: Event) -> None:
+        """Record ``event`` and hand it to every event subscriber."""
+        with self._sub_lock:
+            self._history.append(event)
+            subs = self._event_subs
+        for q in subs:
+            q.put(event)

@@ -48,7 +48,7 @@ from poise.controller.bus import (
     CommandResponse,
     CycleSample,
     Event,
-    SampleQueue,
+    SubscriberHub,
 )
 from poise.controller.config import Config, ConfigError, ControllerModel, build_model
 from poise.controller.dispatch import CommandDispatcher
@@ -87,7 +87,7 @@ def _no(cmd: str, reason: str, cid: str = "") -> CommandResponse:
     return CommandResponse(cid, cmd, False, reason)
 
 
-class Controller:
+class Controller(SubscriberHub):
     """The real-time controller service (in-process API; ``poise run`` is a thin CLI on it).
 
     Args:
@@ -111,10 +111,7 @@ class Controller:
         #: The robot's reach [m]: bounds the targets accepted (poise.controller.rules).
         self.reach: float | None = getattr(self.model, "reach", None)
         self.period = 1.0 / config.loop.rate
-        self._sample_subs: list[SampleQueue[CycleSample]] = []
-        self._event_subs: list[SampleQueue[Event]] = []
-        self._history: collections.deque[Event] = collections.deque(maxlen=2000)
-        self._sub_lock = threading.Lock()
+        SubscriberHub.__init__(self)
         self._sm = StateMachine(self._publish)
         self.timing_stats = TimingStats()
         self._cmd_lock = threading.RLock()
@@ -187,34 +184,6 @@ class Controller:
         plan = self.step.plan
         return "" if plan is None else plan.note()
 
-    def subscribe(self, maxlen: int = 10_000) -> SampleQueue[CycleSample]:
-        """A new bounded queue that receives every :class:`CycleSample` (drop-oldest)."""
-        q: SampleQueue[CycleSample] = SampleQueue(maxlen)
-        with self._sub_lock:
-            self._sample_subs = [*self._sample_subs, q]
-        return q
-
-    def events(self, maxlen: int = 10_000, history: bool = True) -> SampleQueue[Event]:
-        """A new bounded queue that receives every :class:`Event` (with the past ones first
-        when ``history``)."""
-        q: SampleQueue[Event] = SampleQueue(maxlen)
-        with self._sub_lock:
-            if history:
-                for ev in self._history:
-                    q.put(ev)
-            self._event_subs = [*self._event_subs, q]
-        return q
-
-    def unsubscribe(self, queue: SampleQueue[Any]) -> None:
-        """Stop feeding ``queue`` (samples or events)."""
-        with self._sub_lock:
-            self._sample_subs = [q for q in self._sample_subs if q is not queue]
-            self._event_subs = [q for q in self._event_subs if q is not queue]
-
-    def history(self) -> list[Event]:
-        """The last events (up to 2000)."""
-        return list(self._history)
-
     def wait_for(self, *states: State, timeout: float = 5.0) -> bool:
         """Block until the state is one of ``states``; False on timeout."""
         return self._sm.wait_for(tuple(states), timeout)
@@ -229,11 +198,6 @@ class Controller:
         self.timing_stats.reset()
 
     # ------------------------------------------------------------------ events
-
-    def _publish(self, event: Event) -> None:
-        self._history.append(event)
-        for q in self._event_subs:
-            q.put(event)
 
     def _event(self, kind: str, **data: Any) -> None:
         self._publish(Event(time.monotonic(), kind, data))

@@ -34,7 +34,6 @@ with that reason; the device's own watchdog makes the arm safe.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import itertools
 import multiprocessing as mp
@@ -48,7 +47,13 @@ from typing import Any
 
 import numpy as np
 
-from poise.controller.bus import Command, CommandResponse, CycleSample, Event, SampleQueue
+from poise.controller.bus import (
+    Command,
+    CommandResponse,
+    CycleSample,
+    Event,
+    SubscriberHub,
+)
 from poise.controller.config import Config, ConfigError, build_model
 from poise.controller.params import LiveParams
 from poise.controller.ring import DEFAULT_CAPACITY, CycleRing, RingError
@@ -82,7 +87,7 @@ class _Pending:
         self.value: Any = None
 
 
-class RealtimeController:
+class RealtimeController(SubscriberHub):
     """A :class:`~poise.controller.loop.Controller` running in a child process, with the same
     API for the telemetry side (see the module docstring).
 
@@ -116,10 +121,7 @@ class RealtimeController:
         self._dead = ""  # the death reason once the child is gone unexpectedly
         self._closing = False
         self._closed = False
-        self._sub_lock = threading.Lock()
-        self._sample_subs: list[SampleQueue[CycleSample]] = []
-        self._event_subs: list[SampleQueue[Event]] = []
-        self._history: collections.deque[Event] = collections.deque(maxlen=2000)
+        SubscriberHub.__init__(self)
         self._pending: dict[int, _Pending] = {}
         self._pending_lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -192,35 +194,6 @@ class RealtimeController:
     def target_note(self) -> str:
         """Why the target is unreachable ('' otherwise)."""
         return self._target[1]
-
-    def subscribe(self, maxlen: int = 10_000) -> SampleQueue[CycleSample]:
-        """A new bounded queue that receives every :class:`CycleSample` (drop-oldest)."""
-        q: SampleQueue[CycleSample] = SampleQueue(maxlen)
-        with self._sub_lock:
-            self._sample_subs = [*self._sample_subs, q]
-        return q
-
-    def events(self, maxlen: int = 10_000, history: bool = True) -> SampleQueue[Event]:
-        """A new bounded queue that receives every :class:`Event` (the past ones first when
-        ``history``)."""
-        q: SampleQueue[Event] = SampleQueue(maxlen)
-        with self._sub_lock:
-            if history:
-                for ev in self._history:
-                    q.put(ev)
-            self._event_subs = [*self._event_subs, q]
-        return q
-
-    def unsubscribe(self, queue: SampleQueue[Any]) -> None:
-        """Stop feeding ``queue`` (samples or events)."""
-        with self._sub_lock:
-            self._sample_subs = [q for q in self._sample_subs if q is not queue]
-            self._event_subs = [q for q in self._event_subs if q is not queue]
-
-    def history(self) -> list[Event]:
-        """The last events (up to 2000)."""
-        with self._sub_lock:
-            return list(self._history)
 
     def wait_for(self, *states: State, timeout: float = 5.0) -> bool:
         """Block until the state is one of ``states``; False on timeout."""
@@ -501,13 +474,6 @@ class RealtimeController:
                     self._reason = ""
                 self._changed.notify_all()
         self._publish(ev)
-
-    def _publish(self, ev: Event) -> None:
-        with self._sub_lock:
-            self._history.append(ev)
-            subs = self._event_subs
-        for q in subs:
-            q.put(ev)
 
     def _died(self, code: int | None) -> None:
         reason = f"real-time process died (exit code {code})"
