@@ -328,8 +328,11 @@ class Controller(SubscriberHub):
     def estop(self, cause: str = "e-stop") -> CommandResponse:
         """Latch the e-stop (any state) and send EStop to the device, in the caller's thread;
         the device's acknowledgement is recorded as an ``info`` event
-        (``code = "estop_acknowledged"``), its absence as a ``fault`` event."""
-        self._sm.to(State.ESTOP, cause)
+        (``code = "estop_acknowledged"``), its absence as a ``fault`` event. A command being
+        applied is either done before the latch or refused (the parameter lock is held for
+        microseconds, never during planning)."""
+        with self._param_lock:
+            self._sm.to(State.ESTOP, cause)
         self._clear_estop = True
         self.step.goal = None
         device = self.device
@@ -480,7 +483,10 @@ class Controller(SubscriberHub):
         if c.name == "target":  # the offline solves run here, outside every lock
             plan = self._plan_for(parse_target(c.value, self.model.task_dim, self.reach))
             note = plan.note()
-        with self._param_lock:
+        with self._param_lock:  # atomic with the e-stop latch (estop() takes it too)
+            if self.state == State.ESTOP:  # it latched while the target was being planned
+                raise ParamError(f"e-stop latched ({self.reason}) while the command was "
+                                 "being applied; send 'clear' first")
             p = self._params
             if plan is not None:
                 new = replace(p, target=plan.target)
@@ -496,8 +502,8 @@ class Controller(SubscriberHub):
                                      "measure it (add a joint-sensor board)")
             self._params = new
             self._target_set = self._target_set or c.name == "target"
-        self._event("param", name=c.name, value=_jsonable(c.value), id=c.id, source=c.source,
-                    params=new.as_dict())
+            self._event("param", name=c.name, value=_jsonable(c.value), id=c.id,
+                        source=c.source, params=new.as_dict())
         return _ok(c.name, note)
 
     def set_target(self, target: Any, source: str = "api") -> CommandResponse:
