@@ -35,6 +35,7 @@ import numpy as np
 from numba import njit
 
 from poise.ik.se3 import _C_LOGV, LOGV_SWITCH
+from poise.kernels.linalg import cho_solve, cholesky
 from poise.models.cc3d import _F3, _SINC, F3_SWITCH, SINC_SWITCH
 
 # Coefficients as plain floats (Numba freezes module-level tuples as constants).
@@ -232,33 +233,12 @@ def error_twist(TD: np.ndarray, T: np.ndarray, V: np.ndarray) -> float:
 
 @njit(cache=True)
 def cholesky_solve(A: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, bool]:
-    """``A⁻¹ y`` for a symmetric positive definite ``A`` (plain loops: A is at most 14 × 14);
-    ``ok`` false if a pivot is not > 0."""
-    n = A.shape[0]
-    low = np.zeros((n, n))
-    for j in range(n):
-        d = A[j, j]
-        for k in range(j):
-            d -= low[j, k] * low[j, k]
-        if not d > 0.0:
-            return np.zeros(n), False
-        d = math.sqrt(d)
-        low[j, j] = d
-        for i in range(j + 1, n):
-            s = A[i, j]
-            for k in range(j):
-                s -= low[i, k] * low[j, k]
-            low[i, j] = s / d
-    x = y.copy()
-    for i in range(n):
-        for k in range(i):
-            x[i] -= low[i, k] * x[k]
-        x[i] /= low[i, i]
-    for i in range(n - 1, -1, -1):
-        for k in range(i + 1, n):
-            x[i] -= low[k, i] * x[k]
-        x[i] /= low[i, i]
-    return x, True
+    """``A⁻¹ y`` for a symmetric positive definite ``A`` (the control kernels' Cholesky,
+    :mod:`poise.kernels.linalg`); ``ok`` false if a pivot is not > 0."""
+    low, ok = cholesky(A)
+    if not ok:
+        return np.zeros(A.shape[0]), False
+    return cho_solve(low, y), True
 
 
 @njit(cache=True)
