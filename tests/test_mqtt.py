@@ -16,6 +16,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -28,7 +29,7 @@ from poise.controller.bus import Command, CommandResponse, CycleSample
 from poise.telemetry import commands
 from poise.telemetry.broker import EmbeddedBroker, free_port, wait_listening
 from poise.telemetry.client import Recorder, forget
-from poise.telemetry.mqtt import MqttBridge, MqttConfig
+from poise.telemetry.mqtt import URGENT_SWITCH_INTERVAL, MqttBridge, MqttConfig
 from poise.telemetry.synthetic import SyntheticLoop
 from poise.telemetry.topics import Topics, batch_dict, dumps, samples_from_batch
 
@@ -355,6 +356,17 @@ def test_bridge_started_before_its_broker_connects_once_the_broker_appears(priva
             batch = rec.wait_for(lambda m: m.name == "telemetry", 3)
     assert batch is not None
     assert batch.json()["dropped"] > 0  # what piled up while away was dropped, and said so
+
+
+def test_while_a_bridge_runs_no_thread_holds_the_gil_long_before_the_estop_thread(shared):
+    """The e-stop thread takes several turns of the GIL on its way to the device; Python's
+    default switch interval (5 ms) would let a busy command thread delay each of them."""
+    old = sys.getswitchinterval()
+    cfg = shared
+    with SyntheticLoop(200) as loop, MqttBridge(loop, loop.subscribe(), None, cfg) as bridge:
+        assert sys.getswitchinterval() <= URGENT_SWITCH_INTERVAL < old
+        assert bridge.wait_connected(10)
+    assert sys.getswitchinterval() == old  # given back when the bridge stops
 
 
 @pytest.mark.skipif(not (MOSQUITTO and MOSQUITTO_PASSWD), reason="needs mosquitto_passwd")

@@ -19,16 +19,20 @@ import textwrap
 import threading
 import time
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from poise.controller.bus import Command, CommandResponse, CycleSample
 from poise.controller.config import ConfigError, load_config
+from poise.controller.params import ParamError
+from poise.controller.planner import TargetPlan
 from poise.controller.ring import STATES, CycleRing
 from poise.controller.rtproc import RealtimeController
 from poise.controller.state import State
 from poise.examples import EXAMPLES_DIR
+from poise.models.actuation import blocks
 
 N, M, K = 3, 2, 2
 
@@ -291,6 +295,48 @@ def test_post_gets_exactly_one_reply(running):
     assert [len(replies["a"]), len(replies["b"])] == [1, 1]
     assert replies["a"][0].accepted and replies["a"][0].id == "a"
     assert running.params.gamma == 2.0
+
+
+def test_a_flood_of_targets_coalesces_in_the_parent_and_only_the_newest_reaches_the_child(
+        running):
+    events = running.events(history=False)
+    replies: dict[str, list[CommandResponse]] = {}
+    lock = threading.Lock()
+
+    def reply(r: CommandResponse) -> None:
+        with lock:
+            replies.setdefault(r.id, []).append(r)
+
+    targets = [0.45 + 0.001 * (i % 50) for i in range(200)]
+    for i, x in enumerate(targets):
+        running.post(Command("target", [x], id=f"f{i}"), reply)
+    assert wait_until(lambda: len(replies) == 200, SLOW)
+    assert all(len(r) == 1 for r in replies.values())  # exactly one answer each
+    assert replies["f199"][0].accepted, replies["f199"]
+    superseded = [i for i, r in replies.items() if "superseded" in r[0].reason]
+    assert wait_until(lambda: list(running.params.target) == [targets[-1]], SLOW)
+    # the child saw (and recorded) only the commands that survived the parent's queue
+    applied = [e for e in events.drain() if e.kind == "command"]
+    ids = {e.data["id"] for e in applied}
+    assert "f199" in ids and not ids & set(superseded)
+    assert len(applied) + len(superseded) == 200
+    assert len(applied) < 100
+    stats = running.summary()["dispatch"]
+    assert stats["superseded"] >= len(superseded)
+
+
+def test_targets_are_planned_in_the_parent_while_the_loop_runs(running):
+    assert wait_until(lambda: running._last_sample is not None, SLOW)
+    plan = running._prepare(Command("target", [0.5]))
+    assert isinstance(plan, TargetPlan) and plan.reachable
+    b = blocks(running.model, np.asarray(plan.q_goal))
+    assert np.linalg.norm(b.x - 0.5) <= running.config.algorithm.tolerance  # reaches it,
+    assert np.linalg.norm(b.Gu) < 1e-6                                      # held there
+    bad = running._prepare(Command("target", [float("nan")]))
+    assert isinstance(bad, ParamError) and "target" in str(bad)
+    resp = running.submit(Command("target", [float("nan")], id="nan"))
+    assert not resp.accepted and "target" in resp.reason
+    assert running._prepare(Command("gains", {"gamma": 1.0})) is None  # only targets
 
 
 def test_close_leaves_no_shared_memory_and_no_process(running):

@@ -26,6 +26,10 @@ def register(commands, groups) -> None:
     p.add_argument("--process", nargs="+", choices=("own", "shared"), default=["own"],
                    help="the controller in a process of its own (as poise run), in the "
                    "benchmark's process, or both (default own)")
+    p.add_argument("--priority", type=int, nargs="+", default=[0], metavar="P",
+                   help="loop.priority of each run: SCHED_FIFO priority where the OS grants "
+                   "it (the whole real-time process and its virtual device), 0: the normal "
+                   "scheduler (default 0; several: one run each)")
     add_json_option(p)
     p.set_defaults(func=run)
 
@@ -39,5 +43,6 @@ def run(args: argparse.Namespace) -> int:
         result = benchmark.run(args.seconds, tuple(args.rates), model=args.model,
                                target=tuple(args.target) if args.target else None,
                                pacing=args.pacing, attach=attach, reference=args.reference,
-                               processes=tuple(args.process))
+                               processes=tuple(args.process),
+                               priorities=tuple(args.priority))
     return emit(result, benchmark.table(result), args.json)

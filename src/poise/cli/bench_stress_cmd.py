@@ -18,6 +18,9 @@ def register(commands, groups) -> None:
     p.add_argument("--signals", type=int, default=100,
                    help="SIGINT/SIGTERM runs of poise run (0: skip)")
     p.add_argument("--kills", type=int, default=20, help="SIGKILL runs of poise run (0: skip)")
+    p.add_argument("--priority", type=int, default=0, metavar="P",
+                   help="the service's loop.priority (SCHED_FIFO where the OS grants it; "
+                   "default 0: the normal scheduler)")
     add_json_option(p)
     p.set_defaults(func=run)
 
@@ -26,5 +29,5 @@ def run(args: argparse.Namespace) -> int:
     from poise.telemetry import stress
 
     result = stress.run(args.mqtt, rounds=args.rounds, flood=args.flood,
-                        signals=args.signals, kills=args.kills)
+                        signals=args.signals, kills=args.kills, priority=args.priority)
     return emit(result, stress.table(result), args.json)

@@ -114,6 +114,15 @@ class CommandDispatcher:
         for c, r, why in answer:
             r(_refused(c, why))
 
+    def cancel_waiting(self, reason: str) -> int:
+        """Answer every waiting command with ``reason`` (an e-stop taken on another path);
+        returns how many."""
+        dropped = self._take(lambda c: True)
+        for command, reply in dropped:
+            self.stats.cancelled += 1
+            reply(_refused(command, reason))
+        return len(dropped)
+
     def wait_idle(self, timeout: float) -> bool:
         """Block until nothing is waiting or executing; False on timeout."""
         return self._idle.wait(timeout)

@@ -153,6 +153,9 @@ class Controller(SubscriberHub):
         self._started_at: float | None = None
         self._old_switch: float | None = None
         self.dispatcher = CommandDispatcher(self.submit)
+        #: Called in the loop thread with every cycle's record (the real-time process writes
+        #: it into its shared-memory ring there: no thread hand-over); must never block.
+        self.cycle_sink: Callable[[CycleSample], None] | None = None
 
     # ------------------------------------------------------------------ observation
 
@@ -446,11 +449,16 @@ class Controller(SubscriberHub):
         answer."""
         self.dispatcher.post(command, reply)
 
-    def submit(self, command: Command) -> CommandResponse:
+    def submit(self, command: Command, *,
+               prepared: TargetPlan | ParamError | None = None) -> CommandResponse:
         """Validate and apply a command between two cycles (thread-safe); always answered.
 
         Refused with a reason: unknown name, bad value, not allowed in the current state
         (everything but ``clear`` and ``estop`` while the e-stop is latched).
+
+        ``prepared``: for a ``target`` command, its offline plan made elsewhere (the parent
+        of the real-time process plans, so that no planning runs beside the loop), or the
+        :class:`ParamError` that planning raised; None: planned here.
         """
         name, value, cid = command.name, command.value, command.id
         if name not in COMMAND_NAMES:
@@ -459,7 +467,7 @@ class Controller(SubscriberHub):
             resp = _no(name, f"e-stop latched ({self.reason}); send 'clear' first", cid)
         else:
             try:
-                resp = self._apply(command)
+                resp = self._apply(command, prepared)
             except ParamError as exc:
                 resp = _no(name, str(exc), cid)
         resp = CommandResponse(cid, name, resp.accepted, resp.reason)
@@ -467,7 +475,8 @@ class Controller(SubscriberHub):
                     source=command.source, accepted=resp.accepted, reason=resp.reason)
         return resp
 
-    def _apply(self, c: Command) -> CommandResponse:
+    def _apply(self, c: Command, prepared: TargetPlan | ParamError | None = None
+               ) -> CommandResponse:
         if c.name == "run":
             if c.value == "start":
                 return self.start(f"{c.source} start")
@@ -481,7 +490,10 @@ class Controller(SubscriberHub):
         note = ""
         plan: TargetPlan | None = None
         if c.name == "target":  # the offline solves run here, outside every lock
-            plan = self._plan_for(parse_target(c.value, self.model.task_dim, self.reach))
+            if isinstance(prepared, ParamError):
+                raise prepared
+            plan = prepared if prepared is not None else self._plan_for(
+                parse_target(c.value, self.model.task_dim, self.reach))
             note = plan.note()
         with self._param_lock:  # atomic with the e-stop latch (estop() takes it too)
             if self.state == State.ESTOP:  # it latched while the target was being planned
@@ -709,8 +721,8 @@ class Controller(SubscriberHub):
         last.update(q=q, q_bar=q_bar, x=x_meas, task_error=float(np.linalg.norm(p.target - x_meas)),
                     task_error_used=err, residual=residual, status=status, qa=sample.qa)
         self._seq += 1
-        subs = self._sample_subs
-        if subs:
+        subs, sink = self._sample_subs, self.cycle_sink
+        if subs or sink is not None:
             cs = CycleSample(
                 t=time.monotonic(), seq=self._seq, state=st.value, q=tuple(q.tolist()),
                 q_bar=tuple(np.asarray(q_bar).tolist()), qa_ref=qa_ref, tau_ff=tau_ff,
@@ -718,6 +730,8 @@ class Controller(SubscriberHub):
                 task_error=err, statics_residual=residual, period_us=period * 1e6,
                 lateness_us=lateness * 1e6, compute_us=(t_sent - t0) * 1e6,
                 latency_us=(t_sent - sample.host_time) * 1e6 if qa_ref else math.nan)
+            if sink is not None:
+                sink(cs)
             for sub in subs:
                 sub.put(cs)
 
@@ -822,15 +836,20 @@ def enter_realtime(priority: int) -> dict[str, Any]:
 
     gc.collect()
     gc.freeze()
-    out: dict[str, Any] = {"gc_frozen": gc.get_freeze_count(), "scheduler": "other"}
+    return {"gc_frozen": gc.get_freeze_count(), **fifo(priority)}
+
+
+def fifo(priority: int) -> dict[str, Any]:
+    """``SCHED_FIFO`` at ``priority`` for the calling thread (``priority`` ≤ 0: nothing);
+    threads and processes it starts afterwards inherit it. Returns what happened, JSON-ready:
+    ``{"scheduler": "fifo", "priority": P}`` or ``{"scheduler": "other", "refused": why}``."""
     if priority <= 0:
-        return out
+        return {"scheduler": "other"}
     try:
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
-        out.update(scheduler="fifo", priority=priority)
     except (PermissionError, OSError, AttributeError) as exc:
-        out.update(refused=f"SCHED_FIFO {priority}: {exc}")
-    return out
+        return {"scheduler": "other", "refused": f"SCHED_FIFO {priority}: {exc}"}
+    return {"scheduler": "fifo", "priority": priority}
 
 
 def _device_dict(info: DeviceInfo) -> dict[str, Any]:

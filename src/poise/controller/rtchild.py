@@ -7,26 +7,25 @@ pipe and thread for commands, one of each for the e-stop).
 from __future__ import annotations
 
 import contextlib
-import functools
 import gc
 import math
 import os
 import signal
 import threading
-import time
 from multiprocessing import connection
 from typing import Any
 
 import numpy as np
 
-from poise.controller.bus import Command, CommandResponse
+from poise.controller.bus import CommandResponse, CycleSample
 from poise.controller.config import Config
 from poise.controller.ring import CycleRing, RingError
 from poise.controller.state import State
 from poise.firmware_bridge.lifetime import parent_alive, watch_parent
 
-#: How often the child moves cycle records into the ring and events into the pipe [Hz].
-PUMP_HZ = 250.0
+#: How often the child's event thread looks for a changed ``params`` or plan when no event
+#: wakes it [Hz] (cycle records go into the ring from the loop thread itself).
+PUMP_HZ = 20.0
 #: Calls that an e-stop sent after them cancels (like the dispatcher's queue).
 CANCELLED_BY_ESTOP = ("connect", "start", "clear", "submit")
 #: What the child executes on request (its ``Controller`` methods, and ``close``).
@@ -48,7 +47,7 @@ class _Child:
         self.ctl, self.ring = ctl, ring
         self.down, self.estop_conn, self.up = down, estop, up
         self.quit = quit_
-        self.samples = ctl.subscribe()
+        ctl.cycle_sink = self.record
         self.events = ctl.events(history=True)
         self.up_lock = threading.Lock()
         self.barrier = 0  # the newest e-stop's call id: older commands are cancelled
@@ -93,7 +92,9 @@ class _Child:
                 plan = ctl.step.plan
                 if plan is not self.last_plan:
                     self.last_plan = plan
-                    self.up.send(("plan", ctl.target_status, ctl.target_note))
+                    goal = None if plan is None or plan.q_goal is None else \
+                        plan.q_goal.tolist()
+                    self.up.send(("plan", ctl.target_status, ctl.target_note, goal))
                 if extra is not None:
                     self.up.send(extra)
             except (OSError, ValueError):  # the parent is gone
@@ -104,24 +105,20 @@ class _Child:
 
     # -- threads ------------------------------------------------------------------------
 
-    def pump(self) -> None:
-        """Cycle records into the ring and events into the pipe, PUMP_HZ times a second."""
-        period = 1.0 / PUMP_HZ
-        next_t = time.monotonic()
-        while True:
-            next_t = max(next_t + period, time.monotonic())
-            if self.pump_quit.wait(max(0.0, next_t - time.monotonic())):
-                self.tick()
-                return
-            self.tick()
+    def record(self, sample: CycleSample) -> None:
+        """The loop thread's cycle record into the ring (never waits)."""
+        try:
+            self.ring.write(sample)
+        except RingError:
+            self.ring_errors += 1
 
-    def tick(self) -> None:
-        ring = self.ring
-        for s in self.samples.drain():
-            try:
-                ring.write(s)
-            except RingError:
-                self.ring_errors += 1
+    def pump(self) -> None:
+        """Events into the pipe as they come; params and plan at least PUMP_HZ times a
+        second (the loop may change them without an event)."""
+        events, period = self.events, 1.0 / PUMP_HZ
+        while not self.pump_quit.is_set():
+            events.wait(period)
+            self.send()
         self.send()
 
     def serve(self) -> None:
@@ -132,15 +129,7 @@ class _Child:
             except (EOFError, OSError):
                 self.quit.set()
                 return
-            kind, cid = msg[0], msg[1]
-            if kind == "post":
-                command: Command = msg[2]
-                if cid < self.barrier:
-                    self.reply(cid, self.cancelled(command.name, command.id))
-                else:
-                    self.ctl.post(command, functools.partial(self.reply, cid))
-                continue
-            name, args = msg[2], msg[3]
+            cid, name, args = msg[1], msg[2], msg[3]
             if name in CANCELLED_BY_ESTOP and cid < self.barrier:
                 cmd = args[0] if name == "submit" else None
                 self.reply(cid, self.cancelled(cmd.name if cmd else RESPONSE_NAME[name],
@@ -165,8 +154,8 @@ class _Child:
             self.barrier = max(self.barrier, cid)
             if kind == "estop":
                 self.reply(cid, self.ctl.estop(arg))
-            else:  # a posted e-stop: the dispatcher runs it here and cancels what waits
-                self.ctl.post(arg, functools.partial(self.reply, cid))
+            else:  # a posted e-stop Command (recorded as a command event)
+                self.reply(cid, self.ctl.submit(arg))
 
     def cancelled(self, name: str, cid: str) -> CommandResponse:
         return CommandResponse(cid, name, False, f"cancelled by the e-stop (call "
@@ -181,6 +170,8 @@ class _Child:
         if name == "device_pid":
             proc = getattr(ctl.sim, "proc", None)
             return None if proc is None else proc.pid
+        if name == "submit":  # (command, its plan made by the parent, or None)
+            return ctl.submit(args[0], prepared=args[1] if len(args) > 1 else None)
         return getattr(ctl, name)(*args)
 
     def close_controller(self) -> dict[str, Any] | None:
@@ -212,8 +203,11 @@ def child_main(config: Config, ring_name: str, down: connection.Connection,
     signal.signal(signal.SIGTERM, lambda signum, _: signalled.append(signum))
     if not watch_parent(parent_pid, lambda: signalled.append(signal.SIGHUP)):
         return
-    from poise.controller.loop import Controller
+    from poise.controller.loop import Controller, fifo
 
+    # SCHED_FIFO (where granted) before any thread starts: the loop, the device's reader
+    # thread, the e-stop server and the virtual device's process all inherit it
+    fifo(config.loop.priority)
     try:
         ctl = Controller(config)
         ring = CycleRing.attach(ring_name)

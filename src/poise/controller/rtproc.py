@@ -13,12 +13,15 @@ does. The parent (``poise run``, telemetry, logs) sees the same API as ``Control
 
 Channels between the two processes::
 
-    child → parent   cycle records    CycleRing (shared memory, written at PUMP_HZ)
+    child → parent   cycle records    CycleRing (shared memory, written by the loop thread)
                      events, replies  one pipe, in order: the events a command caused arrive
                                       before its reply, so ``state``/``params`` are current
                                       when a call returns
-    parent → child   commands         a pipe served by one child thread (sync calls and
-                                      posted commands, answered by call id)
+    parent → child   commands         a pipe served by one child thread (calls, answered by
+                                      call id); commands from MQTT wait, coalesce and are
+                                      planned in the parent (its own CommandDispatcher), so
+                                      a flood never reaches the child and no target is
+                                      planned beside the running loop
                      e-stop           a pipe and a thread of its own: never behind a command
 
 The parent mirrors ``state``, ``reason``, ``params``, ``target_status`` and ``target_note``
@@ -35,6 +38,7 @@ with that reason; the device's own watchdog makes the arm safe.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import multiprocessing as mp
 import os
@@ -55,7 +59,9 @@ from poise.controller.bus import (
     SubscriberHub,
 )
 from poise.controller.config import Config, ConfigError, build_model
-from poise.controller.params import LiveParams
+from poise.controller.dispatch import CommandDispatcher
+from poise.controller.params import LiveParams, ParamError, parse_target
+from poise.controller.planner import TargetPlan, UnstableTarget, plan_target
 from poise.controller.ring import DEFAULT_CAPACITY, CycleRing, RingError
 from poise.controller.rtchild import (
     PUMP_HZ,
@@ -128,6 +134,7 @@ class RealtimeController(SubscriberHub):
         self._estop_lock = threading.Lock()
         self._id_lock = threading.Lock()
         self._last_sample: CycleSample | None = None
+        self._plan_goal: np.ndarray | None = None  # the child's current plan's q_goal
         self._last_summary: dict[str, Any] = {}
         self._final: dict[str, Any] | None = None
         self._since = 0
@@ -162,6 +169,8 @@ class RealtimeController(SubscriberHub):
                                         daemon=True)
         self._sender.start()
         self._reader.start()
+        #: Commands posted from outside (MQTT): queued, coalesced and planned here.
+        self.dispatcher = CommandDispatcher(self._execute)
 
     # ------------------------------------------------------------------ observation
 
@@ -235,8 +244,9 @@ class RealtimeController(SubscriberHub):
         return self._command("clear", cause)
 
     def submit(self, command: Command) -> CommandResponse:
-        """Validate and apply ``command`` in the child; always answered."""
-        return self._command("submit", command, name=command.name, cid=command.id)
+        """Validate and apply ``command`` in the child (a target planned here first, see
+        :meth:`_execute`); always answered."""
+        return self._execute(command)
 
     def set_target(self, target: Any, source: str = "api") -> CommandResponse:
         """Shorthand for ``submit(Command("target", target))``."""
@@ -255,27 +265,32 @@ class RealtimeController(SubscriberHub):
         except (OSError, ValueError):
             self._unregister(cid)
             return CommandResponse("", "estop", False, self._dead or "real-time process gone")
+        self.dispatcher.cancel_waiting("cancelled by the e-stop that came after it")
         return self._await(p, cid, ESTOP_TIMEOUT)
 
     def post(self, command: Command, reply: Callable[[CommandResponse], None]) -> None:
         """Hand over a command without waiting (never blocks); ``reply`` gets its one answer.
 
-        ``reply`` runs in the parent's reader thread: it must not block, nor call this
+        ``reply`` may run in the parent's reader thread: it must not block, nor call this
         object's synchronous methods (their answers come through that thread). An e-stop
-        goes on the e-stop pipe."""
+        goes on the e-stop pipe at once and cancels every command still waiting here; the
+        others wait in this process's :class:`CommandDispatcher` (coalesced, bounded; a
+        ``run: stop`` bypasses the queue)."""
         if self._dead or self._closing:
             reply(CommandResponse(command.id, command.name, False,
                                   self._dead or "service stopping: command not applied"))
             return
+        if command.name != "estop":
+            self.dispatcher.post(command, reply)
+            return
         cid = self._register(_Pending(command.name, command.id, reply))
-        if command.name == "estop":
-            try:
-                with self._estop_lock:
-                    self._estop.send(("post", cid, command))
-            except (OSError, ValueError):
-                self._fail(cid, self._dead or "real-time process gone")
-        else:
-            self._outbox.put(("post", cid, command))
+        try:
+            with self._estop_lock:
+                self._estop.send(("post", cid, command))
+        except (OSError, ValueError):
+            self._fail(cid, self._dead or "real-time process gone")
+        self.dispatcher.cancel_waiting(f"cancelled by the e-stop (id {command.id!r}) that "
+                                       "came after it")
 
     # ------------------------------------------------------------------ summary, close
 
@@ -287,7 +302,7 @@ class RealtimeController(SubscriberHub):
         except RealtimeError:
             return self._local_summary()
         self._last_summary = out
-        return out
+        return self._with_dispatch(out)
 
     def final_summary(self) -> dict[str, Any]:
         """``Controller.final_summary()``: the state the run ended in."""
@@ -298,6 +313,12 @@ class RealtimeController(SubscriberHub):
         except RealtimeError:
             return self._local_summary()
         self._last_summary = out
+        return self._with_dispatch(out)
+
+    def _with_dispatch(self, out: dict[str, Any]) -> dict[str, Any]:
+        """A child's summary with this process's command counters (where MQTT's commands
+        wait and coalesce)."""
+        out["dispatch"] = dataclasses.asdict(self.dispatcher.stats)
         return out
 
     def close(self, timeout: float = 30.0) -> None:
@@ -306,9 +327,12 @@ class RealtimeController(SubscriberHub):
         if self._closed:
             return
         self._closed = True
+        self.dispatcher.close()
         if not self._dead:
             with contextlib.suppress(RealtimeError):
                 self._final = self._call("close", timeout=timeout)
+                if self._final is not None:
+                    self._with_dispatch(self._final)
         self._closing = True
         self._proc.join(timeout)
         self._kill()
@@ -368,6 +392,32 @@ class RealtimeController(SubscriberHub):
             return self._call(method, *args)
         except RealtimeError as exc:
             return CommandResponse(cid, name, False, str(exc))
+
+    def _execute(self, command: Command) -> CommandResponse:
+        """Apply ``command`` in the child, a target planned here first (:meth:`_prepare`)."""
+        return self._command("submit", command, self._prepare(command), name=command.name,
+                             cid=command.id)
+
+    def _prepare(self, command: Command) -> TargetPlan | ParamError | None:
+        """A target's offline plan, made here while the loop runs, so that its solves never
+        compete with the loop for the real-time process's CPU; from the newest cycle
+        record's q̄ and q and the current plan's goal (as ``ControlStep.make_plan`` does in
+        the child). None (the child plans) for other commands, or before the loop runs
+        (nothing to disturb yet). A bad or unstable target: the :class:`ParamError` the
+        child answers with."""
+        s = self._last_sample
+        if command.name != "target" or self._state != State.RUNNING or s is None:
+            return None
+        try:
+            target = parse_target(command.value, self.model.task_dim, self.reach)
+            starts = [np.asarray(s.q_bar, dtype=float), np.asarray(s.q, dtype=float)]
+            if self._plan_goal is not None:
+                starts.append(self._plan_goal)
+            return plan_target(self.model, target, starts, self.config.algorithm.tolerance)
+        except UnstableTarget as exc:
+            return ParamError(str(exc))
+        except ParamError as exc:
+            return exc
 
     def _await(self, p: _Pending, cid: int, timeout: float | None) -> CommandResponse:
         if not p.done.wait(timeout) or not p.ok:
@@ -462,6 +512,7 @@ class RealtimeController(SubscriberHub):
             self._params = _live_params(msg[1])
         elif kind == "plan":
             self._target = (msg[1], msg[2])
+            self._plan_goal = None if msg[3] is None else np.asarray(msg[3], dtype=float)
 
     def _on_event(self, ev: Event) -> None:
         if ev.kind == "state":

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import queue
 import threading
 import time
@@ -437,10 +438,19 @@ class SerialLink(_Link[m.Ack]):
         return self._attach(ser, ser)
 
     def _put(self, ser: serial.Serial | None, frame: bytes) -> bool:
+        """One ``write`` system call where the port takes the whole frame (the usual case:
+        pyserial's own ``write`` adds a ``select`` and tens of µs of Python per cycle); the
+        rest, if any, through pyserial (which waits for room up to its write timeout)."""
         if ser is None:
             return False
         try:
-            ser.write(frame)
+            fd = getattr(ser, "fd", None)  # POSIX ports: opened non-blocking by pyserial
+            done = 0
+            if fd is not None:
+                with contextlib.suppress(BlockingIOError):
+                    done = os.write(fd, frame)
+            if done < len(frame):
+                ser.write(frame[done:])
         except _PORT_ERRORS:
             return False  # lost like on an unplugged wire; the reader reconnects
         return True

@@ -38,6 +38,7 @@ import gc
 import logging
 import os
 import random
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -60,6 +61,10 @@ log = logging.getLogger(__name__)
 CONNECT_GRACE = 1.0
 #: Commands served on a connection of their own, so a flood on ``set/#`` never delays them.
 URGENT_TOPICS = ("estop",)
+#: Longest another thread of this process holds the GIL while the e-stop thread waits for it,
+#: as long as a bridge runs (``sys.setswitchinterval``; Python's default is 5 ms, and the
+#: e-stop takes several turns of the GIL on its way to the device) [s].
+URGENT_SWITCH_INTERVAL = 5e-4
 #: Owed QoS-1 messages published at once (aiomqtt warns past its pending-calls threshold,
 #: which the bridge raises to this).
 WINDOW = 64
@@ -137,6 +142,8 @@ class MqttBridge:
         device: what drives the loop, for ``$state`` (``/dev/ttyACM0``, ``sim:planar3``).
         joint_names: the ``name`` s of ``joint_states`` (one per coordinate; default
             ``q1 … qn``).
+        urgent_priority: ``SCHED_FIFO`` priority of the e-stop thread where the OS grants
+            it (the controller's ``loop.priority``; 0: the normal scheduler).
 
     Use ``start()`` / ``stop()`` or a ``with`` block. ``connected`` is a ``threading.Event``.
     """
@@ -145,8 +152,9 @@ class MqttBridge:
                  events: SampleQueue[Event] | None = None, config: MqttConfig | None = None, *,
                  params: Callable[[], Mapping[str, Any]] | None = None,
                  model: Mapping[str, Any] | None = None, device: str = "",
-                 joint_names: list[str] | None = None) -> None:
+                 joint_names: list[str] | None = None, urgent_priority: int = 0) -> None:
         self.handler = handler
+        self.urgent_priority = urgent_priority
         self.samples = samples
         self.events = events
         self.config = config or MqttConfig()
@@ -187,6 +195,8 @@ class MqttBridge:
         if self._thread is not None:
             return self
         self._thread = threading.Thread(target=self._thread_main, name="poise-mqtt", daemon=True)
+        self._switch = sys.getswitchinterval()
+        sys.setswitchinterval(min(self._switch, URGENT_SWITCH_INTERVAL))
         self._thread.start()
         self._urgent.start()
         self._started.wait(5)
@@ -202,6 +212,8 @@ class MqttBridge:
         self._urgent.stop(timeout)
         self._thread.join(timeout)
         self._thread = None
+        if sys.getswitchinterval() == min(self._switch, URGENT_SWITCH_INTERVAL):
+            sys.setswitchinterval(self._switch)  # unless someone else changed it since
         if self._own_dispatcher is not None:
             self._own_dispatcher.close()
 
@@ -562,6 +574,9 @@ class _UrgentListener:
             self._thread = None
 
     async def _main(self) -> None:
+        from poise.controller.loop import fifo
+
+        fifo(self.bridge.urgent_priority)  # this thread only: it sleeps until an e-stop
         self._loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
         self._ready.set()

@@ -96,7 +96,8 @@ def attach(controller: Any, *, mqtt: bool | None = None, url: str | None = None,
             telemetry.bridge = MqttBridge(
                 controller, controller.subscribe(), controller.events(), mc,
                 params=_params(controller), model=controller.model.describe(),
-                device=_device(config), joint_names=_joint_names(controller.model))
+                device=_device(config), joint_names=_joint_names(controller.model),
+                urgent_priority=config.loop.priority)
             telemetry.bridge.start()
             telemetry.url = mc.url
             if out is not None:

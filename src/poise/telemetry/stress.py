@@ -74,7 +74,8 @@ class _Service:
     """A controller on the virtual device (in its own process, as ``poise run`` runs it) with
     MQTT and the log attached."""
 
-    def __init__(self, url: str, log_dir: str, model: str = "double_pendulum") -> None:
+    def __init__(self, url: str, log_dir: str, model: str = "double_pendulum",
+                 priority: int = 0) -> None:
         from poise.controller.config import config_from_dict
         from poise.controller.rtproc import make_controller
         from poise.telemetry.service import attach
@@ -82,7 +83,8 @@ class _Service:
         self.robot_id = f"stress-{uuid.uuid4().hex[:8]}"
         config = config_from_dict({"model": {"name": model},
                                    "algorithm": {"target": [0.5]},
-                                   "device": {"port": "sim"}}, "stress")
+                                   "device": {"port": "sim"},
+                                   "loop": {"priority": priority}}, "stress")
         self.controller = make_controller(config)
         self.events = self.controller.events(maxlen=1_000_000, history=False)
         self.telemetry = attach(self.controller, mqtt=True, url=url, robot_id=self.robot_id,
@@ -159,13 +161,13 @@ def _count(answers: dict[str, int], ids: set[str]) -> dict[str, int]:
 
 
 def estop_under_flood(url: str, rounds: int = 10, flood: int = 2000,
-                      seed: int = 0) -> dict[str, Any]:
+                      seed: int = 0, priority: int = 0) -> dict[str, Any]:
     """E-stop latency with ``flood`` commands published right before it, over ``rounds``."""
     rng = random.Random(seed)
     latencies, latched, counts = [], [], []
     received = 0
     with tempfile.TemporaryDirectory() as logs:
-        svc = _Service(url, logs)
+        svc = _Service(url, logs, priority=priority)
         stats = svc.telemetry.bridge.stats  # type: ignore[union-attr]
         try:
             svc.telemetry.bridge.wait_connected(10)  # type: ignore[union-attr]
@@ -201,7 +203,8 @@ def estop_under_flood(url: str, rounds: int = 10, flood: int = 2000,
                           ("expected", "answered", "duplicates")}}
 
 
-def command_flood(url: str, flood: int = 2000, seed: int = 1) -> dict[str, Any]:
+def command_flood(url: str, flood: int = 2000, seed: int = 1, priority: int = 0
+                  ) -> dict[str, Any]:
     """``flood`` mixed commands while running: responses and missed cycles vs a quiet window."""
     rng = random.Random(seed)
     kinds: list[tuple[str, Any]] = [("gains", {"gamma": 1.0}), ("gains", {"damping": 0.02}),
@@ -214,7 +217,7 @@ def command_flood(url: str, flood: int = 2000, seed: int = 1) -> dict[str, Any]:
             name, value = kinds[rng.randrange(len(kinds))]
             commands.append((name, value, f"f-{i}"))
     with tempfile.TemporaryDirectory() as logs:
-        svc = _Service(url, logs)
+        svc = _Service(url, logs, priority=priority)
         bridge = svc.telemetry.bridge
         try:
             bridge.wait_connected(10)  # type: ignore[union-attr]
@@ -347,16 +350,17 @@ def sigkill_orphans(runs: int = 20) -> dict[str, Any]:
 
 
 def run(url: str | None = None, *, rounds: int = 10, flood: int = 2000, signals: int = 100,
-        kills: int = 20) -> dict[str, Any]:
-    """All four measurements; JSON-ready."""
+        kills: int = 20, priority: int = 0) -> dict[str, Any]:
+    """All four measurements; JSON-ready. ``priority``: the service's ``loop.priority``
+    (SCHED_FIFO where granted; 0: the normal scheduler)."""
     out: dict[str, Any] = {"machine": {"cpus": os.cpu_count(),
-                                       "load": list(os.getloadavg())}}
+                                       "load": list(os.getloadavg())}, "priority": priority}
     with broker_url(url) as u:
         out["broker"] = u
         if rounds:
-            out["estop"] = estop_under_flood(u, rounds, flood)
+            out["estop"] = estop_under_flood(u, rounds, flood, priority=priority)
         if flood:
-            out["flood"] = command_flood(u, flood)
+            out["flood"] = command_flood(u, flood, priority=priority)
     if signals:
         out["signals"] = signal_storm(signals)
     if kills:
@@ -367,7 +371,8 @@ def run(url: str | None = None, *, rounds: int = 10, flood: int = 2000, signals:
 
 def table(r: dict[str, Any]) -> str:
     """The human-readable report."""
-    lines = [f"broker {r.get('broker')}  load {r['machine']['load']}"]
+    load = ", ".join(f"{x:.2f}" for x in r["machine"]["load"])
+    lines = [f"broker {r.get('broker')}  load {load}  loop.priority {r.get('priority', 0)}"]
     if "estop" in r:
         e = r["estop"]
         d, s, c = e["disarm_ms"], e["latched_ms"], e["responses"]
