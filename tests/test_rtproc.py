@@ -29,7 +29,7 @@ from poise.controller.config import ConfigError, load_config
 from poise.controller.params import ParamError
 from poise.controller.planner import TargetPlan
 from poise.controller.ring import STATES, CycleRing
-from poise.controller.rtproc import RealtimeController
+from poise.controller.rtproc import RealtimeController, StartupCancelled
 from poise.controller.state import State
 from poise.examples import EXAMPLES_DIR
 from poise.models.actuation import blocks
@@ -401,6 +401,19 @@ def test_killed_realtime_process_means_fault_refusals_and_no_device():
         rt.close()
     assert not in_shm(name)
     assert rt.final_summary()["state"] == "fault"
+
+
+def test_a_cancelled_start_up_ends_at_once_and_leaves_no_process():
+    calls = []
+
+    def cancelled() -> bool:  # the first poll comes while the child still starts
+        calls.append(mp.active_children())
+        return True
+
+    with pytest.raises(StartupCancelled):
+        RealtimeController(config(), cancelled=cancelled)
+    assert calls and any(p.name == "poise-realtime" for p in calls[0])
+    assert not [p for p in mp.active_children() if p.name == "poise-realtime"]
 
 
 def test_a_configuration_the_child_refuses_is_a_config_error_and_leaves_nothing():

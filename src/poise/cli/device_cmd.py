@@ -81,10 +81,15 @@ def run_sim(args: argparse.Namespace) -> int:
     if args.own_link_dir and not args.link:
         return _fail("sim", "--own-link-dir needs --link PATH")
     try:
-        return _run_sim(args)
+        code = _run_sim(args)
     finally:
         if args.own_link_dir:
             _remove_link_dir(args.link)
+    if args.parent_pid is not None:  # a managed child: the pty and link are gone, nothing
+        sys.stdout.flush()           # else to finalize; skip the interpreter's teardown
+        sys.stderr.flush()           # (~0.5-1 s with numpy, scipy and numba loaded), which
+        os._exit(code)               # would hold up the parent's exit
+    return code
 
 
 def _run_dynamixel_sim(args: argparse.Namespace) -> int:

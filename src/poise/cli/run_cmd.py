@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, stop: StopFlag) -> int:
     """The run; ``stop`` becomes true on SIGINT/SIGTERM (polled, never a handler's work)."""
     from poise.controller.config import ConfigError, load_config
-    from poise.controller.rtproc import make_controller
+    from poise.controller.rtproc import StartupCancelled, make_controller
     from poise.controller.rules import RuleError, check_duration
     from poise.examples import resolve_config
 
@@ -146,10 +146,14 @@ def _run(args: argparse.Namespace, stop: StopFlag) -> int:
         duration = check_duration(args.duration) if args.duration is not None else (
             DEMO_DURATION if demo else None)
         config = load_config(args.config and resolve_config(args.config), overrides(args))
-        controller = make_controller(config)
+        controller = make_controller(config, cancelled=lambda: bool(stop))
     except (ConfigError, RuleError, ValueError) as exc:
         print(f"poise run: {exc}", file=sys.stderr)
         return EXIT_CODES["bad_input"]
+    except StartupCancelled:
+        if not args.quiet:
+            print(f"poise run: {stop.name} during start-up: stopped", file=sys.stderr)
+        return EXIT_CODES["not_reached"]
     telemetry = None
     summary: dict[str, Any] | None = None
     refused = False

@@ -80,6 +80,10 @@ class RealtimeError(RuntimeError):
     """The real-time process could not start, or is gone; the message says why."""
 
 
+class StartupCancelled(RealtimeError):
+    """The start-up was abandoned on request (a signal); nothing is left running."""
+
+
 class _Pending:
     """A call waiting for its answer: a sync caller (``done``) or a ``reply`` callback."""
 
@@ -101,6 +105,9 @@ class RealtimeController(SubscriberHub):
         config: the validated configuration.
         capacity: records the cycle ring keeps.
         startup_timeout: how long the child may take to build its controller [s].
+        cancelled: polled while the child starts; once it returns True the start-up is
+            abandoned (the child, which has opened no device yet, is killed) and
+            :class:`StartupCancelled` raised: a Ctrl-C during start-up ends it at once.
 
     Raises:
         ConfigError: the child's controller refused the configuration.
@@ -108,7 +115,8 @@ class RealtimeController(SubscriberHub):
     """
 
     def __init__(self, config: Config, *, capacity: int = DEFAULT_CAPACITY,
-                 startup_timeout: float = 120.0) -> None:
+                 startup_timeout: float = 120.0,
+                 cancelled: Callable[[], bool] | None = None) -> None:
         self.config = config
         self.model_info = build_model(config.model)
         self.model = self.model_info.model
@@ -158,7 +166,7 @@ class RealtimeController(SubscriberHub):
             for c in (down_r, estop_r, up_w):
                 c.close()
         try:
-            self._await_hello(startup_timeout)
+            self._await_hello(startup_timeout, cancelled or (lambda: False))
         except BaseException:
             self._kill()
             raise
@@ -542,13 +550,18 @@ class RealtimeController(SubscriberHub):
 
     # ------------------------------------------------------------------ start-up, teardown
 
-    def _await_hello(self, timeout: float) -> None:
+    def _await_hello(self, timeout: float, cancelled: Callable[[], bool]) -> None:
         deadline = time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise RealtimeError(f"the real-time process did not start in {timeout:g} s")
-            ready = connection.wait([self._up, self._proc.sentinel], left)
+            if cancelled():
+                self._proc.kill()  # before its hello it has no device to make safe
+                raise StartupCancelled("start-up cancelled")
+            ready = connection.wait([self._up, self._proc.sentinel], min(left, POLL * 10))
+            if not ready:
+                continue
             if self._up in ready:
                 try:
                     msg = self._up.recv()
@@ -607,15 +620,17 @@ def _live_params(d: dict[str, Any]) -> LiveParams:
                       d["damping"], np.asarray(d["target"], dtype=float), d["mode"])
 
 
-def make_controller(config: Config) -> Any:
+def make_controller(config: Config, cancelled: Callable[[], bool] | None = None) -> Any:
     """The controller ``config`` asks for: a :class:`RealtimeController` (its own process,
     ``[loop] process = "own"``) or an in-process :class:`~poise.controller.loop.Controller`
-    (``"shared"``); both have the same API."""
+    (``"shared"``); both have the same API. ``cancelled``: see :class:`RealtimeController`
+    (the in-process controller starts nothing that could wait)."""
     if config.loop.process == "own":
-        return RealtimeController(config)
+        return RealtimeController(config, cancelled=cancelled)
     from poise.controller.loop import Controller
 
     return Controller(config)
 
 
-__all__ = ["PUMP_HZ", "RealtimeController", "RealtimeError", "make_controller"]
+__all__ = ["PUMP_HZ", "RealtimeController", "RealtimeError", "StartupCancelled",
+           "make_controller"]
