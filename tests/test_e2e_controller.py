@@ -102,7 +102,7 @@ def test_feedback_reaches_target_and_configuration_is_held(sim_device, model, ta
     dev = sim_device(model, rate=rate)
     with controller(dev.path, model, target, loop__rate=rate, loop__mode="fb") as ctl:
         assert ctl.start().accepted
-        err = settle(ctl, timeout=25)
+        err = settle(ctl, timeout=60)
         assert err < TOL, [(e.kind, e.data) for e in ctl.history() if e.kind != "info"]
         assert ctl.summary()["statics_residual"] < 1e-6
         assert_holds(ctl)
@@ -112,7 +112,7 @@ def test_dancer_tracks_centre_of_mass_and_refuses_unstable_target(sim_device):
     dev = sim_device("dancer", rate=250)
     with controller(dev.path, "dancer", [0.1, 0.95]) as ctl:
         assert ctl.start().accepted
-        assert settle(ctl, timeout=25) < TOL, ctl.summary()
+        assert settle(ctl, timeout=60) < TOL, ctl.summary()
         resp = ctl.submit(Command("target", [0.1, 1.05]))
         assert not resp.accepted and "unstable" in resp.reason
         assert ctl.state == State.RUNNING
@@ -123,7 +123,7 @@ def test_corrupted_and_dropped_frames_are_survived(sim_device):
     dev = sim_device("double_pendulum", "--corrupt", "0.02", "--drop", "0.02", "--seed", "3")
     with controller(dev.path, "double_pendulum", [0.5]) as ctl:
         assert ctl.start().accepted
-        assert settle(ctl, timeout=10) < TOL
+        assert settle(ctl, timeout=60) < TOL
         s = ctl.summary()
         assert s["state"] == "running"
         assert s["link"]["crc_errors"] + sum(s["link"]["decode_errors"].values()) > 0
@@ -140,7 +140,7 @@ def test_disconnect_faults_then_recovers_after_clear_and_start(sim_device):
         assert wait_until(lambda: ctl.device.connected, 5)
         assert ctl.clear().accepted and ctl.state == State.READY
         assert ctl.start().accepted and ctl.state == State.RUNNING
-        assert settle(ctl, timeout=10) < TOL
+        assert settle(ctl, timeout=60) < TOL
         assert ctl.summary()["link"]["reconnects"] >= 1
 
 
@@ -212,7 +212,7 @@ def test_host_pacing_runs_on_its_own_clock_and_reaches_target(sim_device):
                     loop__pacing="host") as ctl:
         assert ctl.start().accepted
         queue = ctl.subscribe()
-        assert settle(ctl, timeout=15) < TOL
+        assert settle(ctl, timeout=60) < TOL
         samples = queue.drain()
         ctl.unsubscribe(queue)
         periods = np.array([s.period_us for s in samples[1:]])

@@ -308,6 +308,12 @@ def format_summary(s: dict[str, Any]) -> str:
             warning = rtt_warning(rtt, s["rate_hz"])
             if warning:
                 lines.append(f"warning           {warning}")
+    rt = s.get("realtime") or {}
+    if rt.get("refused"):
+        lines.append(f"scheduler         normal ({rt['refused']}: see 'Real-time scheduling' "
+                     "in docs/controller.md)")
+    elif rt.get("scheduler") == "fifo":
+        lines.append(f"scheduler         SCHED_FIFO priority {rt['priority']}")
     bus = s.get("bus_rtt_us") or {}
     if bus.get("count"):
         lines.append(f"servo bus sync read round trip [µs]  p50 {bus['p50']:.0f}  "

@@ -152,6 +152,8 @@ class Controller(SubscriberHub):
         self._last_frame_time = time.perf_counter()
         self._started_at: float | None = None
         self._old_switch: float | None = None
+        #: What the loop thread got (``enter_realtime``): scheduler, priority, refusal.
+        self._realtime: dict[str, Any] = {}
         self.dispatcher = CommandDispatcher(self.submit)
         #: Called in the loop thread with every cycle's record (the real-time process writes
         #: it into its shared-memory ring there: no thread hand-over); must never block.
@@ -541,7 +543,8 @@ class Controller(SubscriberHub):
     # ------------------------------------------------------------------ the loop
 
     def _run(self) -> None:
-        self._event("info", code="realtime", **enter_realtime(self.config.loop.priority))
+        self._realtime = enter_realtime(self.config.loop.priority)
+        self._event("info", code="realtime", **self._realtime)
         try:
             if self.pacing == "host":
                 self._run_host_paced()
@@ -794,6 +797,7 @@ class Controller(SubscriberHub):
             "events": dict(collections.Counter(e.kind for e in self._history)),
             "statics_fallbacks": getattr(st, "fallbacks", 0),
             "dispatch": dataclasses.asdict(self.dispatcher.stats),
+            "realtime": dict(self._realtime),
         }
         out.update(self._device_summary())
         return _clean(out)

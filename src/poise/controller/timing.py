@@ -1,8 +1,11 @@
 """Per-cycle timing statistics of the control loop: fixed-size rings and numpy percentiles.
 
 The loop thread writes one row per cycle (O(1), no allocation); percentiles are computed on
-demand by whoever asks (a copy of the ring, then ``numpy.percentile``), so the statistics
-never cost the loop more than four array stores.
+demand by whoever asks, in a compiled kernel that releases the GIL (Numba ``nogil``): sorting
+four rings of 65,536 values takes milliseconds, and ``numpy.percentile`` would hold the GIL
+for all of it, stalling the loop thread of the same process (a missed cycle a second at
+1 kHz while ``poise run`` prints its status). So the statistics never cost the loop more than
+four array stores.
 
 Quantities, all in microseconds:
 
@@ -25,11 +28,65 @@ from __future__ import annotations
 
 import threading
 
+import numba
 import numpy as np
 
 #: Percentiles reported (and their key names).
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p99.9": 99.9, "max": 100.0}
 QUANTITIES = ("period_us", "lateness_us", "compute_us", "latency_us")
+_QS = np.array(list(PERCENTILES.values()))
+
+
+@numba.njit(nogil=True, cache=True)
+def ring_percentiles(ring: np.ndarray, qs: np.ndarray) -> np.ndarray:
+    """Percentiles ``qs`` [%, ascending] of the non-NaN values of each row of ``ring``
+    (rows, size), linearly interpolated between order statistics as ``numpy.percentile``
+    does; a row with no values gives NaN.
+
+    Runs without the GIL: the loop thread may write the ring meanwhile (a value being
+    replaced is read as its old or new value: x86-64 and aarch64 store aligned float64
+    atomically). One partition at the lowest order statistic of the upper tail (p ≥ 85),
+    then a sort of that tail (10 % of the values) and a partition of the head per lower
+    percentile: a few milliseconds for 65,536 values, where a full sort takes ten.
+    """
+    rows, size = ring.shape
+    out = np.full((rows, qs.size), np.nan)
+    buf = np.empty(size)
+    for r in range(rows):
+        n = 0
+        for i in range(size):
+            v = ring[r, i]
+            if not np.isnan(v):
+                buf[n] = v
+                n += 1
+        if n == 0:
+            continue
+        vals = buf[:n]
+        tail = n
+        for j in range(qs.size):
+            if qs[j] >= 85.0:
+                tail = min(tail, int(np.floor(qs[j] / 100.0 * (n - 1))))
+        if tail < n:
+            vals = np.partition(vals, tail)
+            vals[tail:] = np.sort(vals[tail:])
+        for j in range(qs.size):
+            pos = qs[j] / 100.0 * (n - 1)
+            lo = int(np.floor(pos))
+            hi = min(lo + 1, n - 1)
+            if lo >= tail:
+                a, b = vals[lo], vals[hi]
+            else:  # below the tail: select within the head (every value < the tail's)
+                head = np.partition(vals[:tail], lo)
+                a = head[lo]
+                if hi == lo:
+                    b = a
+                elif hi < tail:
+                    b = head[hi:].min()
+                else:
+                    b = vals[tail]
+            t = pos - lo
+            out[r, j] = a + (b - a) * t if t < 0.5 else b - (b - a) * (1.0 - t)
+    return out
 
 
 class TimingStats:
@@ -48,6 +105,7 @@ class TimingStats:
         self.coalesced = 0
         self.overruns = 0
         self._lock = threading.Lock()
+        ring_percentiles(self._ring[:, :2], _QS)  # compiled (or loaded) now, never mid-run
 
     def record(self, period_us: float, lateness_us: float, compute_us: float,
                latency_us: float, overrun: bool) -> None:
@@ -71,17 +129,14 @@ class TimingStats:
 
     def summary(self) -> dict[str, object]:
         """``{quantity: {p50, p90, p99, p99.9, max}, cycles, missed, overruns, missed_pct}``."""
-        ring = self._ring.copy()  # one C call: consistent enough under the GIL
+        table = ring_percentiles(self._ring, _QS)  # without the GIL (the loop goes on)
         out: dict[str, object] = {}
-        qs = list(PERCENTILES.values())
         for k, name in enumerate(QUANTITIES):
-            row = ring[k][~np.isnan(ring[k])]
-            if row.size:
-                values = np.percentile(row, qs)
-                out[name] = {key: round(float(v), 1)
-                             for key, v in zip(PERCENTILES, values, strict=True)}
-            else:
+            if np.isnan(table[k, 0]):
                 out[name] = dict.fromkeys(PERCENTILES)
+            else:
+                out[name] = {key: round(float(v), 1)
+                             for key, v in zip(PERCENTILES, table[k], strict=True)}
         total = self.cycles + self.missed
         out.update(cycles=self.cycles, missed=self.missed, coalesced=self.coalesced,
                    overruns=self.overruns,
