@@ -1,4 +1,5 @@
-"""Panda IK benchmark (TRAC-IK / Robotics Toolbox protocol); see ``poise.ik.benchmark``.
+"""Panda IK benchmark (TRAC-IK / Robotics Toolbox protocol) against the Robotics Toolbox's
+``ik_LM``; the protocol is in ``poise.benchmarks.ik_panda``.
 
     nice python bench/ik_panda.py [--n 10000] [--seed 0] ...   # same options as `poise bench ik`
 

@@ -1,53 +1,29 @@
-"""Simulator real-time factor per reference model (same as ``poise bench sim``).
+"""Benchmark: simulator real-time factor per reference model, compiled and numpy reference in
+the same run.
 
-Usage: ``nice python bench/sim.py [--duration S] [--repeat N] [--json PATH]``; prints a table and
-writes JSON (default ``bench/results/sim.json``).
+Usage::
+
+    nice python bench/sim.py [--duration S] [--repeat N] [--models NAME …] [--json FILE] [--quiet]
+
+The same as ``poise bench sim`` (the protocol is in :mod:`poise.sim.benchmark`), with the JSON
+written to ``bench/results/sim.json`` unless ``--json`` says otherwise.
 """
 
 from __future__ import annotations
 
-import argparse
 import pathlib
 import sys
 
-from poise.sim import benchmark
+from poise.cli import main as poise_main
 
-DEFAULT_JSON = pathlib.Path(__file__).parent / "results" / "sim.json"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--duration", type=float, default=1.0, metavar="S",
-                        help="simulated seconds per model and integrator (default 1)")
-    parser.add_argument("--repeat", type=int, default=3, help="timing repeats (best is kept)")
-    parser.add_argument("--rate", type=float, default=5000.0, metavar="HZ",
-                        help="internal rate (default 5000)")
-    parser.add_argument("--models", nargs="+", default=list(benchmark.MODELS), metavar="NAME")
-    parser.add_argument("--integrators", nargs="+", default=["euler", "rk4"],
-                        choices=["euler", "rk4"])
-    parser.add_argument("--json", default=str(DEFAULT_JSON), metavar="PATH",
-                        help="write the results here ('-': stdout only, '': nowhere)")
-
-
-def run_cli(args: argparse.Namespace) -> int:
-    result = benchmark.run(tuple(args.models), rate=args.rate,
-                           integrators=tuple(args.integrators), duration=args.duration,
-                           repeat=args.repeat)
-    if args.json == "-":
-        print(benchmark.dumps(result), end="")
-        return 0
-    print(benchmark.table(result))
-    if args.json:
-        path = pathlib.Path(args.json)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(benchmark.dumps(result))
-        print(f"wrote {path}")
-    return 0
+RESULTS = pathlib.Path(__file__).parent / "results" / "sim.json"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    return run_cli(parser.parse_args(argv))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--json" not in argv:
+        argv += ["--json", str(RESULTS)]
+    return poise_main(["bench", "sim", *argv])
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from poise.ik.held import (
     algorithm2,
     algorithm2_rates,
     held_jacobian,
+    limited_rates,
     plain,
 )
 from poise.ik.result import InvalidInputError, Status
@@ -299,3 +300,192 @@ def test_unreachable_target_returns_closest_held_configuration_not_success():
     assert not res.success
     assert res.status in (Status.UNREACHABLE, Status.STALLED)
     assert res.statics_residual < 1e-9  # still a held configuration
+
+
+# ----------------------------------------------------------------------------- limits (issue 15)
+
+#: Targets of the held-IK benchmark (seed 0, 20 per model: ``poise bench held-ik``) on which
+#: Algorithm 2 used to stall with an actuator at its limit while Algorithm 1 solved them.
+STALLED_BEFORE = [("tendon_3link", 1), ("tendon_3link", 10), ("soft_arm_stiff", 2),
+                  ("soft_arm_stiff", 13), ("soft_arm_soft", 2), ("soft_arm_soft", 13),
+                  ("dancer", 15), ("dancer", 16), ("dancer", 19)]
+ALG2_BENCH = {"dt": 0.5, "options": HeldOptions(max_iter=3000)}
+_BENCH_TARGETS: dict[str, list] = {}
+
+
+def bench_target(name: str, index: int):
+    """The benchmark's target ``index`` of ``name`` (seed 0, 20 targets)."""
+    from poise.benchmarks.held_ik import reachable_targets
+
+    model = load_model(name)
+    if name not in _BENCH_TARGETS:
+        _BENCH_TARGETS[name] = reachable_targets(model, 20, np.random.default_rng(0))
+    return model, _BENCH_TARGETS[name][index]
+
+
+def assert_held_within_limits(model, res, tol=1e-6):
+    assert res.success and res.status == Status.CONVERGED, res.message
+    assert res.position_error < tol and res.statics_residual < 1e-9
+    assert np.linalg.norm(Gu(model, res.q)) < 1e-9  # re-evaluated, not the reported field
+    for q in res.path:  # every iterate of the returned attempt respects the limits
+        qa = split(model, q)[0]
+        assert np.all(qa >= model.qa_min - 1e-12) and np.all(qa <= model.qa_max + 1e-12)
+
+
+@pytest.mark.parametrize(("name", "index"), STALLED_BEFORE)
+def test_alg2_solves_the_bench_targets_where_it_stalled_at_a_limit(name, index):
+    model, target = bench_target(name, index)
+    assert algorithm1(model, target).success
+    res = algorithm2(model, target, record_path=True, **ALG2_BENCH)
+    assert_held_within_limits(model, res)
+    if name != "dancer":  # the numpy reference too (the dancer's takes seconds in numpy)
+        ref = algorithm2(model, target, record_path=True, compiled=False, **ALG2_BENCH)
+        assert_held_within_limits(model, ref)
+
+
+def test_alg2_limit_aware_transient_alone_reaches_a_target_the_old_one_stalled_on():
+    """soft_arm_stiff target 13: the bounded least-squares rates get there in one attempt."""
+    model, target = bench_target("soft_arm_stiff", 13)
+    options = HeldOptions(max_iter=3000, restarts=0)
+    for compiled in (True, False):
+        res = algorithm2(model, target, dt=0.5, options=options, record_path=True,
+                         compiled=compiled)
+        assert_held_within_limits(model, res)
+        assert res.restarts == 0
+        touched = [np.any(np.isclose(split(model, q)[0], model.qa_max, atol=1e-10)
+                          | np.isclose(split(model, q)[0], model.qa_min, atol=1e-10))
+                   for q in res.path]
+        assert any(touched)  # it did run into a limit on the way
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_alg2_stalled_at_a_local_minimum_of_the_limits_says_so_and_a_restart_solves_it(
+        compiled):
+    """soft_arm_stiff target 2, from the held shape at qa = −0.1 qa_max: the transient slides
+    into a corner of the actuator box where every admissible direction raises the error;
+    without restarts it says where it stopped, with them it is solved and the restart is
+    counted."""
+    model, target = bench_target("soft_arm_stiff", 2)
+    _, start = held_target(model, -0.1 * model.qa_max)
+    stuck = algorithm2(model, target, start.q, dt=0.5, compiled=compiled,
+                       options=HeldOptions(max_iter=3000, restarts=0))
+    assert not stuck.success and stuck.status == Status.STALLED
+    assert "at their limit" in stuck.message and stuck.restarts == 0
+    assert stuck.statics_residual < 1e-9  # stalled on E, not off it
+    qa = stuck.qa
+    assert np.all((qa >= model.qa_max - 1e-10) | (qa <= model.qa_min + 1e-10))  # a corner
+    res = algorithm2(model, target, start.q, compiled=compiled, **ALG2_BENCH)
+    assert res.success and res.restarts >= 1
+
+
+def _at_limit_with_outward_push(name: str, actuator: int):
+    """A held configuration with ``actuator`` at its upper limit and a target that the
+    unconstrained rates reach by pushing it further out."""
+    model = load_model(name)
+    qa = 0.3 * model.qa_max
+    qa[actuator] = model.qa_max[actuator]
+    sol = solve_statics(model, qa, np.zeros(model.n - model.m))
+    beyond = qa.copy()
+    beyond[actuator] = 1.3 * model.qa_max[actuator]
+    far = solve_statics(model, beyond, sol.qu)
+    b = blocks(model, sol.q)
+    target = model.fk(far.q)
+    free = algorithm2_rates(b, target - b.x, -b.Gu, 2.0, 5.0)
+    assert free[actuator] > 0  # the paper's rates push it out
+    return model, b, target
+
+
+def test_limited_rates_equal_the_paper_rates_away_from_the_limits():
+    for name in ("tendon_3link", "soft_arm_stiff", "dancer"):
+        model = load_model(name)
+        for _ in range(5):
+            qa = RNG.uniform(0.5 * model.qa_min, 0.5 * model.qa_max)
+            b = blocks(model, join(model, qa, 0.2 * RNG.standard_normal(model.n - model.m)))
+            ex, e_e = RNG.standard_normal(model.task_dim), RNG.standard_normal(model.n - model.m)
+            np.testing.assert_array_equal(
+                limited_rates(b, ex, e_e, 2.0, 5.0, model.qa_min, model.qa_max),
+                algorithm2_rates(b, ex, e_e, 2.0, 5.0))
+
+
+@pytest.mark.parametrize("name", ["tendon_3link", "soft_arm_stiff", "dancer"])
+def test_limited_rates_hold_the_blocked_actuator_and_solve_the_rest_in_least_squares(name):
+    model, b, target = _at_limit_with_outward_push(name, 0)
+    ex, e_e, gz, ge = target - b.x, -b.Gu, 2.0, 5.0
+    rates = limited_rates(b, ex, e_e, gz, ge, model.qa_min, model.qa_max)
+    qa_dot, qu_dot = rates[: model.m], rates[model.m :]
+    assert qa_dot[0] == 0.0  # held at its limit
+    # the statics law holds exactly
+    np.testing.assert_allclose(b.Hua @ qa_dot + b.Huu @ qu_dot, ge * e_e, atol=1e-9)
+    # the task law in least squares over the free actuators (first-order optimality), and
+    # moving the held actuator inward would not help (its multiplier points outward)
+    jac = held_jacobian(b)
+    r = gz * ex - b.Ju @ np.linalg.solve(b.Huu, ge * e_e)
+    residual = r - jac @ qa_dot
+    multiplier = jac.T @ residual
+    scale = np.linalg.norm(jac) * np.linalg.norm(r)
+    assert np.all(np.abs(multiplier[1:]) < 1e-9 * scale)
+    assert multiplier[0] > -1e-9 * scale  # 0 when the free actuators meet the task law
+    if model.m - 1 >= model.task_dim:  # enough free actuators (dancer): the task law exactly
+        assert np.linalg.norm(residual) < 1e-9 * np.linalg.norm(r)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_alg2_stepper_at_a_limit_keeps_moving_the_other_actuator(compiled):
+    """In the loop (the safety layer between propose and commit, 100 Hz, 15 s of simulated
+    time): a soft-arm target that needs actuator 1 beyond its limit. Actuator 1 stops at the
+    limit; actuator 2 keeps reducing the error until no admissible motion does (first-order
+    optimality), inside its range and with q̄ on E. The paper's rates with actuator 1 merely
+    clipped left actuator 2 where the error was 1.7× the one at the block, off E
+    (‖G_u‖ = 8e-3) and with ``J₂ᵀ ex`` far from 0."""
+    from poise.controller.params import LiveParams
+    from poise.controller.safety import SafetyLimits, limit_setpoint
+    from poise.controller.stepper import make_stepper
+    from poise.kernels import make_compiled_stepper
+
+    model = load_model("soft_arm_stiff")
+    target, _ = held_target(model, [0.05, -0.01])  # qa1 = 0.05 > qa_max = 0.04
+    limits = SafetyLimits.build(model.m, model.qa_min, model.qa_max, None, None, None)
+    stepper = (make_compiled_stepper("alg2", model) if compiled
+               else make_stepper("alg2", model))
+    _, start = held_target(model, [0.01, 0.01])  # bent: away from the straight singularity
+    stepper.reset(start.q, limits.qa_min, limits.qa_max)
+    p = LiveParams("alg2", "dls", 2.0, 2.0, 20.0, 0.0, target, "ff")
+    dt, errors, blocked_at = 0.01, [], None
+    for cycle in range(1500):
+        qa, _, _ = limit_setpoint(limits, stepper.qa, stepper.propose(p, None, dt), dt)
+        stepper.commit(qa)
+        # q̄a = C q̄ after c⁻¹: within the limits up to rounding
+        assert np.all(stepper.qa >= limits.qa_min - 1e-15)
+        assert np.all(stepper.qa <= limits.qa_max + 1e-15)
+        errors.append(float(np.linalg.norm(target - stepper.x_bar)))
+        if blocked_at is None and stepper.qa[0] >= limits.qa_max[0] - 1e-15:
+            blocked_at = cycle
+    assert blocked_at is not None
+    assert stepper.qa[0] == pytest.approx(limits.qa_max[0], abs=1e-15)
+    assert limits.qa_min[1] + 0.01 < stepper.qa[1] < limits.qa_max[1] - 0.01
+    assert errors[-1] < errors[blocked_at]  # it went on reducing the error after the block
+    b = blocks(model, stepper.q_bar)
+    assert np.linalg.norm(b.Gu) < 1e-8
+    jac, ex = held_jacobian(b), target - b.x
+    assert abs(jac[:, 1] @ ex) < 1e-8 * np.linalg.norm(jac[:, 1]) * np.linalg.norm(ex)
+
+
+def test_held_ik_benchmark_runs_from_the_package(tmp_path, capsys):
+    """``poise bench held-ik`` runs the packaged protocol (an installed wheel has no bench/):
+    one target on the double pendulum, JSON with both implementations' solves."""
+    import json
+
+    from poise.cli import main
+
+    out = tmp_path / "held_ik.json"
+    assert main(["bench", "held-ik", "--solves", "1", "--models", "double_pendulum",
+                 "--json", str(out), "--quiet"]) == 0
+    report = json.loads(out.read_text())
+    (row,) = report["rows"]
+    assert row["model"] == "double_pendulum"
+    for label in ("alg1", "alg1_numpy", "alg2", "alg2_numpy"):
+        assert row[f"{label}_success_rate"] == 1.0
+    assert row["alg2_misses_alg1"] == 0 and row["alg2_solve_ratio"] > 0
+    assert "per solve" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="unknown nobody"):
+        main(["bench", "held-ik", "--models", "nobody"])

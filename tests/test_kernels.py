@@ -29,10 +29,13 @@ from hypothesis.extra.numpy import arrays
 
 from poise.controller.params import LiveParams
 from poise.controller.stepper import make_stepper
+from poise.ik.held import HeldOptions, algorithm1, algorithm2
 from poise.ik.held import damped_pinv as ref_damped_pinv
+from poise.ik.statics import solve_statics
 from poise.kernels import (
     CompiledAlg1Stepper,
     NoKernelsError,
+    held_solve,
     make_compiled_stepper,
     pack,
     steps,
@@ -43,6 +46,7 @@ from poise.kernels import linalg as kla
 from poise.kernels import planar_pcc as kpcc
 from poise.kernels.blocks import Layout
 from poise.kernels.family import kernels_of
+from poise.kernels.solvers import HeldKernels
 from poise.models import load_model
 from poise.models.actuation import blocks as ref_blocks
 from poise.models.planar_pcc import f_funcs as ref_f_funcs
@@ -121,6 +125,7 @@ def test_model_kernels_equal_reference_at_random_configurations(name):
         check(fam.task_jacobian(arr, q), model.task_jacobian(q), s.length, f"{name} ∂h/∂q")
         check(fam.G(arr, q), model.G(q), s.force, f"{name} G")
         check(fam.dG(arr, q), model.dG(q), s.force, f"{name} ∂G/∂q")
+        check([fam.potential(arr, q)], [model.potential(q)], s.force, f"{name} U")
         x, jac, g, dg = fam.statics_terms(arr, q)
         ref = (model.statics_terms(q) if hasattr(model, "statics_terms")
                else (model.fk(q), model.task_jacobian(q), model.G(q), model.dG(q)))
@@ -221,6 +226,35 @@ def test_pinv_equals_numpy_pinv_including_rank_deficient(shape, rank_drop, seed)
     assert rel / cond <= RTOL, f"damped_pinv: relative error {rel:.2e} at cond {cond:.2e}"
 
 
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(n=st.integers(0, 5), repeated=st.booleans(), seed=st.integers(0, 2**32 - 1))
+def test_eigh_equals_numpy_eigh_including_repeated_eigenvalues(n, repeated, seed):
+    """Eigenvalues equal numpy's; the vectors differ by sign (and within a repeated
+    eigenspace), so they are checked through ``V diag(λ) Vᵀ = A`` and ``VᵀV = I``."""
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=(n, n))
+    a = a + a.T
+    if repeated and n > 1:
+        v = np.linalg.qr(rng.normal(size=(n, n)))[0]
+        lam = np.sort(rng.normal(size=n))
+        lam[1] = lam[0]  # a double eigenvalue
+        a = v @ np.diag(lam) @ v.T
+        a = 0.5 * (a + a.T)
+    vals, vecs = kla.eigh(a)
+    scale = max(float(np.linalg.norm(a)), 1.0)
+    check(vals, np.linalg.eigvalsh(a), scale, "eigenvalues")
+    check(vecs @ np.diag(vals) @ vecs.T, a, scale, "V Λ Vᵀ")
+    check(vecs.T @ vecs, np.eye(n), 1.0, "VᵀV")
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(shape=st.tuples(st.integers(1, 4), st.integers(1, 4)), seed=st.integers(0, 2**32 - 1))
+def test_smallest_singular_value_equals_numpy_svd(shape, seed):
+    a = np.random.default_rng(seed).normal(size=shape)
+    ref = np.linalg.svd(a, compute_uv=False)
+    check([kla.smallest_singular(a)], [ref.min()], float(ref.max()), "σ_min")
+
+
 def test_solve_reports_exactly_singular_matrices_like_numpy_raises():
     singular = np.array([[1.0, 2.0], [2.0, 4.0]])
     with pytest.raises(np.linalg.LinAlgError):
@@ -260,9 +294,10 @@ def params(algorithm: str, target, *, update="dls", gamma=2.0, gamma_z=2.0, gamm
 
 
 def compare_steppers(name: str, algorithm: str, p: LiveParams, q0, *, dt: float,
-                     cycles: int = 8, x_meas=None) -> tuple:
+                     cycles: int = 8, x_meas=None, at_limit: list | None = None) -> tuple:
     """Step the reference and the compiled stepper side by side from ``q0``; each commits
-    its own (clipped) proposal. Returns both steppers."""
+    its own (clipped) proposal. Returns both steppers; ``at_limit`` gets, per cycle, whether
+    an actuator was at a limit."""
     model, packed, s = setup(name)
     ref = make_stepper(algorithm, model)
     got = make_compiled_stepper(algorithm, model, packed)
@@ -282,6 +317,9 @@ def compare_steppers(name: str, algorithm: str, p: LiveParams, q0, *, dt: float,
         check(got.tau, ref.tau, s.force * s.c_inv, f"{where} τ")
         check(got.x_bar, ref.x_bar, s.length, f"{where} x̄")
         check([got.residual], [ref.residual], s.force * s.c_inv, f"{where} residual")
+        if at_limit is not None:
+            at_limit.append(bool(np.any(got.qa >= model.qa_max - 1e-10)
+                                 or np.any(got.qa <= model.qa_min + 1e-10)))
     return ref, got
 
 
@@ -350,6 +388,104 @@ def test_alg1_fallback_to_the_statics_solver_equals_reference(name):
     check(got.tau, ref.tau, s.force * s.c_inv, "τ after fallback")
 
 
+def held_start(model, fraction: float) -> np.ndarray:
+    """The held configuration (stable branch) with every actuator at ``fraction`` of its
+    upper limit (1 where unbounded): bent, away from the straight arm's singularity."""
+    top = np.where(np.isfinite(model.qa_max), model.qa_max, 1.0)
+    return solve_statics(model, fraction * top, np.zeros(model.n - model.m)).q
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_compiled_statics_solver_equals_reference(name):
+    """Random actuators and warm starts far from the solution (±1 rad), so that the line
+    search and, on the dancer, the negative-curvature step are taken."""
+    model, packed, _ = setup(name)
+    solver = HeldKernels(model, packed)
+    rng = np.random.default_rng(70)
+    top = np.where(np.isfinite(model.qa_max), model.qa_max, 1.0)
+    iterations = []
+    for trial in range(12):
+        qa = rng.uniform(-top, top)
+        qu0 = rng.uniform(-1.0, 1.0, model.n - model.m)
+        ref = solve_statics(model, qa, qu0, tol=1e-10)
+        state, qu, it, converged = solver.statics(qa, qu0, 1e-10)
+        where = f"{name} statics solve {trial}"
+        assert (it, bool(converged)) == (ref.iterations, ref.converged), where
+        check(state[:model.n], ref.q, 1.0, f"{where} q")
+        check(qu, ref.qu, 1.0, f"{where} qu")
+        iterations.append(it)
+    if model.n > model.m:
+        assert max(iterations) >= 4  # not only one-step solves
+
+
+def _targets(model, count: int, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    top = np.where(np.isfinite(model.qa_max), model.qa_max, 1.0)
+    return [model.fk(solve_statics(model, rng.uniform(-0.7 * top, 0.7 * top),
+                                   np.zeros(model.n - model.m)).q) for _ in range(count)]
+
+
+def compare_solves(model, solver, target, q0, **kwargs) -> None:
+    """The compiled and the numpy solve agree: status, iterations, restarts exactly; ``q``,
+    the error history and σ_min to RTOL."""
+    got = solver(model, target, q0, record_path=True, **kwargs)
+    ref = solver(model, target, q0, record_path=True, compiled=False, **kwargs)
+    where = f"{model.name} {solver.__name__} {kwargs}"
+    assert (got.status, got.iterations, got.restarts) == (ref.status, ref.iterations,
+                                                          ref.restarts), where
+    check(got.q, ref.q, 1.0, f"{where} q")
+    scale = float(ref.residual_history[0])
+    check(got.residual_history, ref.residual_history, scale, f"{where} history")
+    check(got.path, ref.path, 1.0, f"{where} path")
+    check([got.sigma_min], [ref.sigma_min], 1.0, f"{where} σ_min")
+    check([got.min_eig_Huu], [ref.min_eig_Huu], 1.0, f"{where} min eig H_uu")
+
+
+@pytest.mark.parametrize("name", ("double_pendulum", "tendon_3link", "dancer",
+                                  "soft_arm_stiff", "soft_arm_soft"))
+def test_compiled_offline_solves_equal_reference(name):
+    """Algorithm 1 with every update law and Algorithm 2, from a bent start."""
+    model, _, _ = setup(name)
+    q0 = held_start(model, 0.05)
+    updates = ["dls", "pinv", "transpose"] + (["inverse"] if model.task_dim == model.m else [])
+    for k, target in enumerate(_targets(model, 3, seed=80)):
+        compare_solves(model, algorithm1, target, q0, update=updates[k % len(updates)])
+        compare_solves(model, algorithm1, target, q0, damping=0.05, gain=0.7)
+        if name != "dancer":  # its Algorithm-2 transients wander for 1,000+ iterations
+            compare_solves(model, algorithm2, target, q0, dt=0.5,
+                           options=HeldOptions(max_iter=3000))
+    if name == "dancer":
+        target = model.fk(held_start(model, 0.15))  # a short Algorithm-2 solve
+        compare_solves(model, algorithm2, target, q0, dt=0.5, damping=1e-3)
+
+
+def test_compiled_alg2_restarts_equal_reference():
+    """tendon_3link, benchmark target 1 (seed 0): the first attempt stalls at a limit and one
+    restart from the grid solves it, in both implementations alike."""
+    from poise.benchmarks.held_ik import reachable_targets
+
+    model, _, _ = setup("tendon_3link")
+    target = reachable_targets(model, 20, np.random.default_rng(0))[1]
+    q0 = held_start(model, 0.05)
+    compare_solves(model, algorithm2, target, q0, dt=0.5, options=HeldOptions(max_iter=3000))
+    assert algorithm2(model, target, q0, dt=0.5).restarts == 1
+
+
+@pytest.mark.parametrize("name", ("tendon_3link", "soft_arm_stiff", "soft_arm_soft"))
+def test_alg2_stepper_at_an_actuator_limit_equals_reference(name):
+    """A target that needs actuator 1 beyond its limit: the limit-aware rates (bounded least
+    squares) and the statics-law commit after the clip, cycle by cycle."""
+    model, _, _ = setup(name)
+    q0 = held_start(model, 0.05)
+    beyond = 0.3 * model.qa_max
+    beyond[0] = 1.3 * model.qa_max[0]
+    target = model.fk(solve_statics(model, beyond, np.zeros(model.n - model.m)).q)
+    p = params("alg2", target, gamma_z=5.0, gamma_e=10.0, damping=0.0)
+    at_limit: list[bool] = []
+    compare_steppers(name, "alg2", p, q0, dt=0.05, cycles=60, at_limit=at_limit)
+    assert sum(at_limit) >= 10  # the limits were active for a good part of the run
+
+
 def test_compiled_stepper_arrays_are_not_changed_by_later_cycles():
     model, packed, _ = setup("soft_arm_stiff")
     got = make_compiled_stepper("alg2", model, packed)
@@ -366,10 +502,11 @@ def test_compiled_stepper_arrays_are_not_changed_by_later_cycles():
 
 
 def test_stepping_after_warm_up_compiles_nothing_new():
-    """Warm-up compiled every signature a cycle uses; a read-only or int input is converted
-    rather than compiled for."""
+    """Warm-up compiled every signature a cycle and an offline solve use; a read-only or int
+    input is converted rather than compiled for."""
     model, packed, _ = setup("tendon_3link")
-    entries = (steps.blocks, steps.propose, steps.commit, steps.acceleration, steps.fk, steps.G)
+    entries = (steps.blocks, steps.propose, steps.commit, steps.acceleration, steps.fk, steps.G,
+               held_solve.statics_solve, held_solve.alg1_attempt, held_solve.alg2_attempt)
     before = {f: len(f.signatures) for f in entries}
     target = model.fk(np.full(model.n, 0.2))
     target.setflags(write=False)
@@ -383,6 +520,10 @@ def test_stepping_after_warm_up_compiles_nothing_new():
     steps.acceleration(packed.args, zeros, zeros, np.zeros(model.m))
     steps.fk(packed.args, zeros)
     steps.G(packed.args, zeros)
+    for record in (False, True):  # offline solves, a restart included (tendon target 1)
+        algorithm1(model, target, record_path=record, update="pinv")
+        algorithm2(model, [-1.19537957, -0.25442861], np.full(model.n, 0.1).astype(np.int64),
+                   record_path=record, max_step=None)
     assert {f: len(f.signatures) for f in entries} == before
 
 
@@ -436,6 +577,26 @@ def test_stale_cache_is_cleared_when_the_sources_change(tmp_path):
     assert other.exists() and not any(p.exists() for p in stale)
     assert (tmp_path / kcache.STAMP_NAME).read_text() == "new sources"
     assert kcache.refresh(tmp_path, "new sources", {"steps"}) == []  # fresh: nothing to do
+
+
+def test_cache_guard_covers_every_kernel_module():
+    """Every module of ``poise.kernels`` with compiled functions is in ``KERNEL_MODULES``,
+    and the continuum kernels outside the package (they call ``poise.kernels.linalg``) keep
+    the kernels' source stamp next to their own cache."""
+    import importlib
+    import pkgutil
+
+    import poise.ik.continuum_kernels as continuum
+    import poise.kernels
+
+    for info in pkgutil.iter_modules(poise.kernels.__path__):
+        module = importlib.import_module(f"poise.kernels.{info.name}")
+        if kcache.dispatchers([module]):
+            assert module in poise.kernels.KERNEL_MODULES, info.name
+    functions = kcache.dispatchers([continuum])
+    assert functions
+    for directory in kcache.cache_dirs(functions):
+        assert (directory / kcache.STAMP_NAME).read_text() == kcache.source_stamp()
 
 
 def test_source_stamp_covers_every_kernel_module():

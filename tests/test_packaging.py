@@ -124,4 +124,12 @@ def test_metadata_and_build_requirement_are_consistent():
     assert project["classifiers"] and project["keywords"]
     assert project["urls"]["Homepage"].startswith("https://github.com/")
     data = PYPROJECT["tool"]["setuptools"]["package-data"]["poise"]
-    assert {"models/model.schema.json", "examples/*.toml", "examples/*/*.toml"} <= set(data)
+    assert {"models/model.schema.json", "controller/config.schema.json", "examples/*.toml",
+            "examples/*/*.toml"} <= set(data)
+
+
+def test_the_continuum_benchmark_ships_in_the_package():
+    """``poise bench vvl`` runs the packaged protocol (an installed wheel has no bench/)."""
+    from poise.benchmarks.scripts import load
+
+    assert load("vvl").__name__ == "poise.benchmarks.vvl"

@@ -141,13 +141,51 @@ def test_generated_chain_code_matches_the_loop_reference_for_general_parameters(
 
 
 def test_bench_ik_command_runs_and_writes_json(tmp_path, capsys):
+    """The benchmark on a few targets: the compiled lm and its numpy reference solve every
+    one, the report carries the ratios, and the Robotics Toolbox row is there when the
+    Toolbox is installed, otherwise a note says why it is not."""
+    import json
+
+    from poise.benchmarks import rtb
     from poise.cli import main
 
     out = tmp_path / "ik.json"
-    code = main(["bench", "ik", "--n", "5", "--baseline-n", "2", "--json", str(out)])
-    assert code == 0 and "lm" in capsys.readouterr().out
-    import json
-
+    code = main(["bench", "ik", "--n", "5", "--baseline-n", "2", "--method", "lm", "lm_numpy",
+                 "--json", str(out)])
+    text = capsys.readouterr().out
+    assert code == 0 and "lm_numpy" in text
     report = json.loads(out.read_text())
-    assert report["n"] == 5 and report["results"][0]["solve_rate"] == 1.0
-    assert report["results"][0]["ratio_to_baseline"] > 0
+    lm, lm_numpy = report["results"]
+    assert report["n"] == 5 and lm["solve_rate"] == 1.0 and lm_numpy["solve_rate"] == 1.0
+    assert lm["options"] == {"method": "lm"} and lm_numpy["options"]["compiled"] is False
+    assert lm["ratio_to_baseline"] > 0 and report["baseline"]["n"] == 2
+    assert set(report["compile_s"]) == {"lm pose", "lm position"}
+    if rtb.unavailable_reason(PANDA) is None:
+        assert report["rtb"]["solve_rate"] >= 0.8 and report["rtb"]["n"] == 5
+        assert report["rtb"]["fk_agreement"] < 1e-12 and lm["ratio_to_rtb"] > 0
+    else:
+        assert report["rtb"] is None and "not installed" in report["rtb_note"]
+        assert "not installed" in text and "ratio_to_rtb" not in lm
+
+
+def test_bench_ik_rtb_on_refuses_to_run_without_the_toolbox(capsys):
+    from poise.benchmarks import rtb
+    from poise.cli import main
+
+    reason = rtb.unavailable_reason(PANDA)
+    code = main(["bench", "ik", "--n", "2", "--baseline", "none", "--rtb", "on", "--json"])
+    captured = capsys.readouterr()
+    if reason is None:
+        import json
+
+        assert code == 0 and json.loads(captured.out)["rtb"]["n"] == 2
+    else:
+        assert code == 2 and "--rtb on" in captured.err and "not installed" in captured.err
+    assert "not run" in rtb.unavailable_reason(load_model("planar_2link"))
+
+
+def test_bench_ik_method_names_are_the_benchmark_s():
+    from poise.benchmarks.ik_panda import METHODS
+    from poise.cli.bench_ik_cmd import METHODS as CLI_METHODS
+
+    assert CLI_METHODS == METHODS

@@ -112,3 +112,22 @@ def test_benchmark_bar_on_a_terminal_and_none_with_quiet_or_a_pipe():
                            text=True, timeout=120)
     assert piped.returncode == 0
     assert piped.stderr == "" and "\r" not in piped.stdout
+
+
+VVL = ["bench", "vvl", "--segments", "2", "--size", "20", "--groups", "2", "--workers", "1",
+       "--methods", "jacobian"]
+
+
+@pytest.mark.skipif(not hasattr(pty, "openpty"), reason="needs a pseudo-terminal")
+def test_continuum_benchmark_bar_on_a_terminal_and_group_lines_without_one():
+    """``poise bench vvl`` draws a bar of targets on a terminal (the last group in its
+    postfix); with ``--quiet`` or a pipe there is no bar, and each group is a line instead."""
+    drawn = _run_on_pty(VVL)
+    assert "bench vvl" in drawn and "/40" in drawn  # 40 targets: 2 groups of 20
+    quiet = _run_on_pty([*VVL, "--quiet"])
+    assert "bench vvl" not in quiet and quiet.count("N=2 jacobian group") == 2
+    piped = subprocess.run([sys.executable, "-m", "poise", *VVL], capture_output=True,
+                           text=True, timeout=120)
+    assert piped.returncode == 0
+    assert "\r" not in piped.stderr and piped.stderr.count("N=2 jacobian group") == 2
+    assert "| 2 | jacobian |" in piped.stdout

@@ -24,11 +24,12 @@ from poise.controller.bus import Command
 from poise.controller.config import ConfigError, config_from_dict, load_config
 from poise.controller.loop import Controller
 from poise.controller.params import LiveParams
-from poise.controller.planner import TargetPlan, approach_step, plan_target
+from poise.controller.planner import TargetPlan, approach_move, plan_target
 from poise.controller.safety import SafetyLimits, limit_setpoint
 from poise.controller.state import State
 from poise.controller.stepper import make_stepper
-from poise.ik.statics import release
+from poise.ik.statics import release, solve_statics
+from poise.models.actuation import split
 from poise.models.registry import ModelError, load_model, model_from_dict
 from poise.telemetry import commands
 from poise.telemetry.client import Recorder, forget
@@ -42,12 +43,12 @@ def drive(stepper, limits, target: float, plan, cycles: int = 5000) -> None:
     """The loop's update in simulated time (feed-forward): the approach to the plan's goal,
     then the per-cycle IK, every setpoint through the safety layer."""
     p = LiveParams(stepper.name, "dls", 2.0, 2.0, 20.0, 0.01, np.array([target]), "ff")
-    goal = plan.qa_goal
-    for _ in range(cycles):
+    move = None if plan.qa_goal is None else approach_move(
+        plan, stepper.qa, limits.qa_min, limits.qa_max, limits.qa_rate)
+    for k in range(1, cycles + 1):
         qa = stepper.propose(p, None, DT)
-        if goal is not None:
-            qa, near = approach_step(stepper.qa, goal, limits.qa_min, limits.qa_max, 2.0, DT)
-            goal = None if near else goal
+        if move is not None and (k - 1) * DT < move.duration:
+            qa = move.at(k * DT)
         safe, _, _ = limit_setpoint(limits, stepper.qa, qa, DT)
         stepper.commit(safe)
 
@@ -68,7 +69,10 @@ def test_unreachable_target_parks_at_the_closest_held_shape_and_later_targets_ar
     x_max = float(stepper.x_bar[0])
     assert abs(x_max - float(model.fk(far.q_goal)[0])) < 2e-3  # as close as it can get
     assert x_max > 1.9 and stepper.qa[0] <= limits.qa_max[0]
-    parked = stepper.q_bar.copy()
+    # parked folded past the top of h, at the tendon's limit (where the IK alone, pushing
+    # on towards 2.5 m, leaves it)
+    parked = solve_statics(model, limits.qa_max, split(model, stepper.q_bar)[1]).q
+    stepper.reset(parked, limits.qa_min, limits.qa_max)
 
     # without the plan: the IK alone goes the wrong way from the parked, folded arm
     alone = make_stepper(algorithm, model)

@@ -1,4 +1,9 @@
-"""Physics tests of the plant simulator (poise.sim)."""
+"""Physics tests of the plant simulator (poise.sim).
+
+They run on the simulator's default path, compiled for every reference model
+(``tests/test_sim_compiled.py`` asserts that and compares it with the numpy reference); the
+energy tests run on both.
+"""
 
 from __future__ import annotations
 
@@ -57,13 +62,15 @@ def test_fused_dynamics_terms_equal_separate_calls(name: str) -> None:
 # ---------------------------------------------------------------------------- physics
 
 
-def test_energy_is_conserved_without_damping_and_actuation() -> None:
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "numpy"])
+def test_energy_is_conserved_without_damping_and_actuation(compiled: bool) -> None:
     """double_pendulum, D = 0, actuators disabled: kinetic + potential drifts < 1e-6 in 10 s."""
     def no_damping(d):
         for b in d["bodies"]:
             b["damping"] = 0.0
     model = _edited("double_pendulum", no_damping)
-    sim = Simulator(model, integrator="rk4", rate=5000)
+    sim = Simulator(model, integrator="rk4", rate=5000, compiled=compiled)
+    assert sim.compiled == compiled
     sim.reset([1.0, -0.5], [0.5, 1.0])
     e0 = sim.energy()
     traj = sim.run(10.0, record_every=0.05)
@@ -75,13 +82,15 @@ def test_energy_is_conserved_without_damping_and_actuation() -> None:
     assert np.max(np.abs(energies - e0)) / abs(e0) < 1e-6
 
 
-def test_semi_implicit_euler_energy_error_stays_bounded() -> None:
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "numpy"])
+def test_semi_implicit_euler_energy_error_stays_bounded(compiled: bool) -> None:
     """The real-time integrator: no secular drift (error at 10 s ≈ error at 5 s, small)."""
     def no_damping(d):
         for b in d["bodies"]:
             b["damping"] = 0.0
     model = _edited("double_pendulum", no_damping)
-    sim = Simulator(model, rate=5000)
+    sim = Simulator(model, rate=5000, compiled=compiled)
+    assert sim.compiled == compiled
     sim.reset([1.0, -0.5], [0.5, 1.0])
     e0 = sim.energy()
     traj = sim.run(10.0, record_every=0.05)
@@ -332,8 +341,27 @@ def test_fused_soft_arm_terms_fall_back_beyond_the_series_range() -> None:
     np.testing.assert_allclose(G, model.G(q), rtol=1e-12, atol=1e-14)
 
 
-def test_bench_sim_command_runs() -> None:
+def test_bench_sim_reports_compiled_and_numpy_in_one_run(capsys) -> None:
     from poise.cli import main
 
     assert main(["bench", "sim", "--models", "planar_2link", "--integrators", "euler",
                  "--duration", "0.01", "--repeat", "1", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    (row,) = result["results"]
+    case = row["euler"]
+    for path in ("compiled", "numpy"):
+        assert case[path]["rtf"] > 0 and case[path]["rtf_cpu"] > 0
+        assert case[path]["step_us"] == pytest.approx(1e6 / (case[path]["rtf"] * 5000.0))
+    assert case["ratio"] == pytest.approx(case["compiled"]["rtf"] / case["numpy"]["rtf"])
+    assert len(result["loadavg_before"]) == 3 and result["goal"]["rtf"] == 50.0
+
+
+def test_bench_sim_refuses_bad_arguments(capsys) -> None:
+    from poise.cli import main
+
+    assert main(["bench", "sim", "--models", "no_such_robot", "--quiet"]) == 2
+    assert "no_such_robot" in capsys.readouterr().err
+    assert main(["bench", "sim", "--duration", "0.0001", "--quiet"]) == 2
+    assert "at least one frame" in capsys.readouterr().err
+    assert main(["bench", "sim", "--repeat", "0", "--quiet"]) == 2
+    assert "--repeat" in capsys.readouterr().err

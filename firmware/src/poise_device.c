@@ -239,8 +239,11 @@ void poise_device_rx(poise_device_t *dev, const uint8_t *data, size_t n)
     poise_header_t h;
     uint8_t payload[POISE_MAX_PAYLOAD];
     poise_msg_t m;
-    size_t len, i;
+    size_t len = 0, i;
     uint32_t errors = dev->rx.crc + dev->rx.cobs + dev->rx.length;
+    /* set by poise_rx_byte before use; cleared so that compilers that inline it across
+     * files (avr-gcc -flto) see no read of an uninitialised value */
+    memset(&h, 0, sizeof h);
     for (i = 0; i < n; i++) {
         if (!poise_rx_byte(&dev->rx, data[i], &h, payload, &len)) {
             continue;

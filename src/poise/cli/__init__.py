@@ -32,7 +32,7 @@ GROUPS = {
     "plot": "draw a figure to a PNG file",
     "device": "run or probe a device on a serial port",
     "log": "inspect, export, plot and replay experiment logs",
-    "example": "list, show and copy the bundled run configurations",
+    "example": "list, show and copy the bundled run configurations; print their JSON Schema",
 }
 
 

@@ -26,10 +26,10 @@ def register(commands, groups) -> None:
     p.add_argument("--process", nargs="+", choices=("own", "shared"), default=["own"],
                    help="the controller in a process of its own (as poise run), in the "
                    "benchmark's process, or both (default own)")
-    p.add_argument("--priority", type=int, nargs="+", default=[0], metavar="P",
+    p.add_argument("--priority", type=int, nargs="+", default=[None], metavar="P",
                    help="loop.priority of each run: SCHED_FIFO priority where the OS grants "
                    "it (the whole real-time process and its virtual device), 0: the normal "
-                   "scheduler (default 0; several: one run each)")
+                   "scheduler (default: the configuration's, 20; several: one run each)")
     add_json_option(p)
     p.set_defaults(func=run)
 

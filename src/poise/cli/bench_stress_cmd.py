@@ -18,9 +18,9 @@ def register(commands, groups) -> None:
     p.add_argument("--signals", type=int, default=100,
                    help="SIGINT/SIGTERM runs of poise run (0: skip)")
     p.add_argument("--kills", type=int, default=20, help="SIGKILL runs of poise run (0: skip)")
-    p.add_argument("--priority", type=int, default=0, metavar="P",
-                   help="the service's loop.priority (SCHED_FIFO where the OS grants it; "
-                   "default 0: the normal scheduler)")
+    p.add_argument("--priority", type=int, default=None, metavar="P",
+                   help="the service's loop.priority (SCHED_FIFO where the OS grants it; 0: "
+                   "the normal scheduler; default: the configuration's, 20)")
     add_json_option(p)
     p.set_defaults(func=run)
 

@@ -1,8 +1,7 @@
 """``poise bench vvl``: the seed 001 III-B benchmark (Jacobian vs DLS vs VVL on cc3d_N).
 
-Thin: the protocol, tables and figures live in the benchmark module (``bench/vvl.py`` of a
-source checkout until it moves into :mod:`poise.benchmarks`); every option goes to its
-``main(argv)`` (``poise bench vvl --help`` lists them).
+Thin: the protocol, tables and figures live in :mod:`poise.benchmarks.vvl`; every option goes
+to its ``main(argv)`` (``poise bench vvl --help`` lists them).
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
-"""``poise example list|show|copy``: the bundled run configurations (see :mod:`poise.examples`).
+"""``poise example list|show|copy|schema``: the bundled run configurations (see
+:mod:`poise.examples`) and the JSON Schema of run configurations (docs/config.md).
 
     poise example list                        # names and what each runs
     poise example show soft_arm_stiff         # the file, to read or pipe
     poise example copy soft_arm_stiff my.toml # an editable copy; then poise run --config my.toml
+    poise example schema --out config.schema.json   # for editors (Taplo / Even Better TOML)
 """
 
 from __future__ import annotations
@@ -33,6 +35,16 @@ def register(commands: argparse._SubParsersAction, groups: dict[str, Any]) -> No
     p.add_argument("dest", nargs="?", metavar="DEST")
     p.add_argument("--force", action="store_true", help="overwrite DEST if it exists")
     p.set_defaults(func=run_copy)
+
+    p = example.add_parser(
+        "schema", help="print the JSON Schema of run configurations (for editors: "
+        "docs/config.md)",
+        description="Print the JSON Schema of run configurations (poise run --config FILE), "
+        "generated from the declarations the loader validates against. Editors complete and "
+        "check configuration files with it: put '#:schema ./config.schema.json' on the first "
+        "line of the TOML file (Taplo / Even Better TOML).")
+    p.add_argument("--out", metavar="FILE", help="write it to FILE instead of stdout")
+    p.set_defaults(func=run_schema)
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -73,3 +85,10 @@ def run_copy(args: argparse.Namespace) -> int:
         return 2
     print(f"wrote {written}; run it with: poise run --config {written}")
     return 0
+
+
+def run_schema(args: argparse.Namespace) -> int:
+    from poise.cli.outpaths import print_or_write
+    from poise.controller.config_schema import schema_text
+
+    return print_or_write(schema_text(), args.out, "poise example schema")

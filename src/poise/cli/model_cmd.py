@@ -51,21 +51,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    import pathlib
-
+    from poise.cli.outpaths import print_or_write
     from poise.models.schema import schema_text
 
-    text = schema_text()
-    if not args.out:
-        print(text, end="")
-        return 0
-    try:
-        pathlib.Path(args.out).write_text(text, encoding="utf-8")
-    except OSError as exc:
-        print(f"poise model schema: cannot write {args.out}: {exc.strerror}", file=sys.stderr)
-        return 2
-    print(f"wrote {args.out}", file=sys.stderr)
-    return 0
+    return print_or_write(schema_text(), args.out, "poise model schema")
 
 
 def derived(model: Any) -> dict[str, Any]:

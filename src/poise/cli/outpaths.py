@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import sys
 
 
 def check_output(path: str | os.PathLike[str], option: str) -> str | None:
@@ -58,4 +59,26 @@ def check_image(path: str | os.PathLike[str], option: str) -> str | None:
     return None
 
 
-__all__ = ["check_image", "check_output"]
+def print_or_write(text: str, out: str | os.PathLike[str] | None, command: str) -> int:
+    """``text`` on stdout, or into the file ``out`` (``--out``); the exit code.
+
+    Returns:
+        0, or 2 with a message naming ``command`` and the path when it cannot be written.
+    """
+    if out is None:
+        print(text, end="")
+        return 0
+    problem = check_output(out, "--out")
+    if problem is None:
+        try:
+            pathlib.Path(out).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            problem = f"--out {os.fspath(out)}: {exc.strerror}"
+    if problem is not None:
+        print(f"{command}: {problem}", file=sys.stderr)
+        return 2
+    print(f"wrote {os.fspath(out)}", file=sys.stderr)
+    return 0
+
+
+__all__ = ["check_image", "check_output", "print_or_write"]

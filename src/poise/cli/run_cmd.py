@@ -53,6 +53,12 @@ def register(commands, groups) -> None:
     p.add_argument("--target", type=float, nargs="+", metavar="X",
                    help="task target [task units] (algorithm.target)")
     p.add_argument("--mode", choices=MODES, help="feedforward or feedback (loop.mode)")
+    for flag, key, what in (("--gamma", "gamma", "Γ (alg1, plain)"),
+                            ("--gamma-z", "gamma_z", "ΓZ (alg2)"),
+                            ("--gamma-e", "gamma_e", "ΓE (alg2)")):
+        p.add_argument(flag, type=_gain, metavar="G|auto",
+                       help=f"{what} [1/s], below the stability bound, or 'auto' (default: "
+                       f"a fraction of the bound) (algorithm.{key})")
     p.add_argument("--device", metavar="PORT|sim|dynamixel:PORT",
                    help="serial port (poise protocol), 'sim' (the virtual device) or "
                    "'dynamixel:PORT' (a Dynamixel servo bus) (device.port)")
@@ -101,7 +107,20 @@ FLAG_KEYS = {
     "calibration": "model.calibration", "gravity": "model.gravity", "rate": "loop.rate",
     "pacing": "loop.pacing", "log": "log.path",
     "mqtt": "mqtt.url", "robot_id": "mqtt.robot_id",
+    "gamma": "algorithm.gamma", "gamma_z": "algorithm.gamma_z", "gamma_e": "algorithm.gamma_e",
 }
+
+
+def _gain(text: str) -> float | str:
+    """A ``--gamma`` value: a number, or ``auto`` (checked with the rules at load)."""
+    from poise.controller.rules import AUTO
+
+    if text == AUTO:
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: a number [1/s] or '{AUTO}'") from None
 
 
 def overrides(args: argparse.Namespace) -> dict[str, tuple[Any, str]]:
@@ -137,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, stop: StopFlag) -> int:
     """The run; ``stop`` becomes true on SIGINT/SIGTERM (polled, never a handler's work)."""
     from poise.controller.config import ConfigError, load_config
+    from poise.controller.params import check_configured_gains
     from poise.controller.rtproc import StartupCancelled, make_controller
     from poise.controller.rules import RuleError, check_duration
     from poise.examples import resolve_config
@@ -145,7 +165,9 @@ def _run(args: argparse.Namespace, stop: StopFlag) -> int:
     try:
         duration = check_duration(args.duration) if args.duration is not None else (
             DEMO_DURATION if demo else None)
-        config = load_config(args.config and resolve_config(args.config), overrides(args))
+        flags = overrides(args)
+        config = load_config(args.config and resolve_config(args.config), flags)
+        check_configured_gains(config, origins=flags)  # within the stability bound
         controller = make_controller(config, cancelled=lambda: bool(stop))
     except (ConfigError, RuleError, ValueError) as exc:
         print(f"poise run: {exc}", file=sys.stderr)
@@ -285,6 +307,7 @@ def format_summary(s: dict[str, Any]) -> str:
         f"target            {s['target']}",
         f"reached           {s['reached']}  (task error {_fmt(s['task_error'])}, "
         f"statics residual {_fmt(s['statics_residual'])})",
+        *stability_lines(s.get("params") or {}),
         f"cycles            {t['cycles']}  missed {t['missed']} ({t['missed_pct']} %)  "
         f"overruns {t['overruns']}",
         "timing [µs]       p50      p90      p99    p99.9      max",
@@ -319,6 +342,25 @@ def format_summary(s: dict[str, Any]) -> str:
         lines.append(f"servo bus sync read round trip [µs]  p50 {bus['p50']:.0f}  "
                      f"p99 {bus['p99']:.0f}  max {bus['max']:.0f}  ({bus['count']} reads)")
     return "\n".join(lines)
+
+
+def stability_lines(params: dict[str, Any]) -> list[str]:
+    """The summary's lines on the feedback gains' stability bound and the slowest structural
+    mode (:mod:`poise.controller.stability`), from the ``params`` dictionary."""
+    st = params.get("stability")
+    if not st:
+        return []
+    auto = set(params.get("auto") or ())
+    gains = ", ".join(
+        f"{k} {_fmt(params.get(k))}" + (" (auto)" if k in auto else "")
+        + f" < {_fmt(st['gain_max_fb'].get(k))}" for k in st["gain_max_fb"])
+    lines = [f"stability         {gains} 1/s in fb (the bound; {st['fraction']:g} × it when "
+             f"auto; delay {st['delay_periods']} period(s))"]
+    slow = st.get("slowest_mode")
+    if slow:
+        lines.append(f"slowest mode      ω {slow['omega']:.3g} rad/s, ζ {slow['zeta']:.2g}, "
+                     f"period {slow['period_s']:.3g} s")
+    return lines
 
 
 #: A setpoint round trip (p99) longer than this many loop periods is reported.

@@ -25,20 +25,22 @@ GOAL = {"rate_hz": 1000, "latency_p99_us": 200.0, "latency_p999_us": 500.0, "mis
 
 def run_one(model: str, rate: float, seconds: float, target: list[float],
             pacing: str = "device", attach: Attach | None = None,
-            compiled: bool = True, process: str = "own", priority: int = 0
+            compiled: bool = True, process: str = "own", priority: int | None = None
             ) -> dict[str, Any]:
     """One run; returns the timing summary plus the run's outcome. ``compiled``: the cycle
     on the compiled kernels (else the numpy reference); ``process``: the controller in a
     process of its own (``own``, as ``poise run``) or in this one (``shared``);
-    ``priority``: ``loop.priority`` (SCHED_FIFO where granted, 0: the normal scheduler)."""
+    ``priority``: ``loop.priority`` (SCHED_FIFO where granted, 0: the normal scheduler;
+    None: the configuration's default)."""
     from poise.controller.config import load_config
     from poise.controller.rtproc import make_controller
 
     over = {"model.name": (model, "bench"), "loop.rate": (rate, "bench"),
             "algorithm.target": (target, "bench"), "mqtt.enabled": (False, "bench"),
             "loop.pacing": (pacing, "bench"), "limits.qa_rate": ([0.05], "bench"),
-            "loop.compiled": (compiled, "bench"), "loop.process": (process, "bench"),
-            "loop.priority": (priority, "bench")}
+            "loop.compiled": (compiled, "bench"), "loop.process": (process, "bench")}
+    if priority is not None:
+        over["loop.priority"] = (priority, "bench")
     load0 = os.getloadavg()[0]
     extras = None
     try:
@@ -58,7 +60,8 @@ def run_one(model: str, rate: float, seconds: float, target: list[float],
     return {
         "model": model, "rate_hz": rate, "pacing": pacing, "seconds": seconds,
         "cycle": "compiled" if compiled else "numpy", "process": process,
-        "priority": priority,
+        "priority": s.get("realtime", {}).get("priority", 0),
+        "scheduler": s.get("realtime", {}).get("scheduler", ""),
         "state": s["state"], "task_error": s["task_error"],
         "telemetry": attach is not None,
         "cycles": t["cycles"], "missed": t["missed"], "missed_pct": t["missed_pct"],
@@ -80,10 +83,11 @@ def run(seconds: float = 60.0, rates: tuple[float, ...] = (500.0, 1000.0),
         model: str = "double_pendulum", target: tuple[float, ...] | None = None,
         pacing: str = "device", attach: Attach | None = None,
         reference: bool = False, processes: tuple[str, ...] = ("own",),
-        priorities: tuple[int, ...] = (0,)) -> dict[str, Any]:
+        priorities: tuple[int | None, ...] = (None,)) -> dict[str, Any]:
     """All rates on the compiled cycle in each of ``processes`` at each of ``priorities``,
     and with ``reference`` each rate again on the numpy reference in one process at the
-    normal scheduler (the before/after in one run); JSON-ready."""
+    normal scheduler (the before/after in one run); a priority None is the configuration's
+    default; JSON-ready."""
     goal = list(target if target is not None else TARGETS.get(model, (0.5,)))
     variants = [(True, p, prio) for p in processes for prio in priorities] + (
         [(False, "shared", 0)] if reference else [])

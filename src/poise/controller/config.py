@@ -4,7 +4,7 @@ Layout (every table and key optional; the defaults are the embedded ``poise run`
 
     [device]      port = "sim" | "/dev/ttyACM0" | "dynamixel:/dev/ttyUSB0", baud, timeout,
                   sim_model, sim_params, sim_args, watchdog_ms, protocol, sensors, timeout_ms,
-                  [[device.servos]] (id, radius, sign, zero, mode, current_limit, ...)
+                  retries, [[device.servos]] (id, radius, sign, zero, mode, current_limit, ...)
     [model]       name (built-in name or file), calibration (file), gravity (override)
     [algorithm]   name, update, gamma, gamma_z, gamma_e, damping, target, tolerance
     [loop]        rate, mode ("ff" | "fb"), pacing ("device" | "host"), effort_feedforward,
@@ -13,32 +13,52 @@ Layout (every table and key optional; the defaults are the embedded ``poise run`
     [mqtt]        enabled, url, robot_id, username, password, tls, ca_file, joint_states_hz
     [log]         path
 
-The full schema with units is in ``docs/controller.md``. Every error names the file, the key,
-the value and what is allowed, e.g. ``run.toml: loop.rate = 5000: must be in (0, 1000] Hz``;
-a value that came from the command line is named by its flag instead of the file.
+Each key is declared once (:mod:`poise.controller.config_spec`): on its dataclass field below
+(``setting(default, kind, doc, range)``), or in ``MQTT_KEYS`` / ``SERVO_KEYS``. The validator
+here reads every value by its declaration, and :mod:`poise.controller.config_schema` turns the
+same declarations into the JSON Schema editors use (docs/config.md); a default is changed in one
+place, its field. Every error names the file, the key, the value and what is allowed, e.g.
+``run.toml: loop.rate = 5000: must be in [10, 1000] Hz``; a value that came from the command
+line is named by its flag instead of the file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import pathlib
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from poise.controller.config_spec import (
+    MQTT_KEYS,
+    SERVO_KEYS,
+    may_be_empty,
+    setting,
+    table_keys,
+)
 from poise.controller.rules import (
     ALGORITHMS,
+    AUTO,
+    GAIN_KEYS,
+    MAX_DAMPING,
+    MAX_RATE,
+    MIN_RATE,
     MODES,
     PACINGS,
     PROCESSES,
     PROTOCOLS,
+    UPDATES,
     RuleError,
     check_gain,
     check_rate,
     split_device,
 )
 from poise.devices.dynamixel_config import ServoConfig, servos_from_config
+from poise.firmware_bridge.device import WATCHDOG_RANGE_MS
+from poise.models.spec import Key, Table
 from poise.telemetry.mqtt_config import MqttConfig
 from poise.telemetry.topics import check_robot_id
 
@@ -49,145 +69,139 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True)
 class DeviceConfig:
-    """Where the robot is.
+    """``[device]``: where the robot is (the wire protocol, or a Dynamixel servo bus)."""
 
-    Attributes:
-        port: serial device path, or ``"sim"`` to spawn ``poise device sim`` (a virtual device
-            on a pseudo-terminal, a separate process).
-        baud: baud rate (ignored by USB-CDC devices and ptys) [bit/s].
-        timeout: handshake / acknowledgement timeout [s].
-        sim_model: model the virtual device simulates (default: ``model.name``).
-        sim_params: the simulated robot's true parameters (``poise device sim --params``).
-        sim_args: extra ``poise device sim`` flags, e.g. ``["--corrupt", "0.02"]``.
-        watchdog_ms: set the device watchdog at connect [ms] (``None``: the device's own).
-        protocol: ``poise`` (the wire protocol: our firmware, the virtual device) or
-            ``dynamixel`` (a Dynamixel Protocol 2.0 servo bus); a port written
-            ``dynamixel:/dev/ttyUSB0`` selects it too.
-        sensors: port of a poise-protocol joint-sensor board measuring q (a composite
-            device with the servo bus); ``None``: q is not measured by a servo bus.
-        servos: the Dynamixel actuator table (``[[device.servos]]``); empty: IDs 1 … m with
-            the defaults of :mod:`poise.devices.dynamixel_config`.
-        timeout_ms: Dynamixel status-packet timeout [ms] (``None``: the SDK's).
-        retries: Dynamixel sync reads repeated after a failed one before it is a fault.
-    """
-
-    port: str = "sim"
-    baud: int = 1_000_000
-    timeout: float = 2.0
-    sim_model: str | None = None
-    sim_params: str | None = None
-    sim_args: tuple[str, ...] = ()
-    watchdog_ms: int | None = None
-    protocol: str = "poise"
-    sensors: str | None = None
-    servos: tuple[ServoConfig, ...] = ()
-    timeout_ms: float | None = None
-    retries: int = 1
+    port: str = setting(
+        "sim", "string", "serial device path (poise protocol), 'sim' to spawn `poise device "
+        "sim` (a virtual device on a pseudo-terminal, a separate process), or "
+        "'dynamixel:/dev/ttyUSB0' (a Dynamixel bus; docs/devices.md)")
+    baud: int = setting(1_000_000, "integer", "baud rate [bit/s] (ignored by USB-CDC devices "
+                        "and ptys)", ge=1)
+    timeout: float = setting(2.0, "number", "handshake / acknowledgement timeout [s]", gt=0)
+    sim_model: str | None = setting(None, "string", "model the virtual device simulates "
+                                    "(default: model.name)")
+    sim_params: str | None = setting(None, "string", "the simulated robot's true parameters, a "
+                                     "model file (`poise device sim --params`; relative to "
+                                     "this file)")
+    sim_args: tuple[str, ...] = setting((), "strings", "extra `poise device sim` flags, e.g. "
+                                        "[\"--corrupt\", \"0.02\"] (fault injection)")
+    watchdog_ms: int | None = setting(
+        None, "integer", "device watchdog set at connect [ms] (default: the device's own)",
+        ge=WATCHDOG_RANGE_MS[0], le=WATCHDOG_RANGE_MS[1])
+    protocol: str = setting("poise", "string", "'poise' (the wire protocol: our firmware, the "
+                            "virtual device) or 'dynamixel' (a Dynamixel Protocol 2.0 servo "
+                            "bus); a port written 'dynamixel:…' selects it too",
+                            choices=PROTOCOLS)
+    sensors: str | None = setting(None, "string", "port of a poise-protocol joint-sensor board "
+                                  "measuring q beside a Dynamixel bus (protocol 'dynamixel' "
+                                  "only; default: q is not measured by a servo bus)")
+    servos: tuple[ServoConfig, ...] = setting(
+        (), "tables", "the Dynamixel actuator table, [[device.servos]] (protocol 'dynamixel' "
+        "only; default: IDs 1 … m with the defaults of docs/devices.md)", table=SERVO_KEYS)
+    timeout_ms: float | None = setting(None, "number", "Dynamixel status-packet timeout [ms] "
+                                       "(default: the SDK's)", gt=0)
+    retries: int = setting(1, "integer", "Dynamixel sync reads repeated after a failed one "
+                           "before it is a fault", ge=0)
 
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """The controller's (statics) model.
+    """``[model]``: the controller's (statics) model."""
 
-    Attributes:
-        name: built-in model name or a model file path.
-        calibration: a calibration file (model schema plus a ``calibration`` metadata key);
-            a file with ``family`` replaces the model, one without overrides its keys.
-        gravity: override the statics model's gravity [m/s²] (e.g. 0: the paper's
-            "model that neglects gravity" experiment).
-    """
+    name: str = setting("double_pendulum", "string", "built-in model name or a model file "
+                        "(.toml/.json, relative to this file)")
+    calibration: str | None = setting(
+        None, "string", "a calibration file (model schema plus a 'calibration' metadata "
+        "table): with 'family' it replaces the model, without it overrides the model's keys")
+    gravity: float | None = setting(None, "number", "override the statics model's gravity "
+                                    "[m/s²] (e.g. 0: the paper's 'model that neglects gravity' "
+                                    "experiment; default: the model's)", ge=0)
 
-    name: str = "double_pendulum"
-    calibration: str | None = None
-    gravity: float | None = None
+
+#: How a rate gain given as ``"auto"`` behaves (:data:`poise.controller.rules.AUTO`).
+_AUTO_DOC = f", or '{AUTO}': a fraction of the feedback loop's stability bound"
 
 
 @dataclass(frozen=True)
 class AlgorithmConfig:
-    """The IK law and its gains (live-tunable by command).
+    """``[algorithm]``: the IK law and its gains (live-tunable by command); a rate gain is also
+    bounded by the loop rate, ``Γ · period ≤ 1``."""
 
-    Attributes:
-        name: ``alg1`` (statics solved beforehand), ``alg2`` (statics online) or ``plain``
-            (classic DLS CLIK that treats every coordinate as actuated).
-        update: Algorithm 1's actuator update: ``dls``, ``pinv``, ``inverse``, ``transpose``.
-        gamma: Γ of Algorithm 1 and plain CLIK [1/s] (``Γ · period ≤ 1``).
-        gamma_z: ΓZ of Algorithm 2 (task error decay rate) [1/s].
-        gamma_e: ΓE of Algorithm 2 (statics residual decay rate) [1/s].
-        damping: λ of the damped inverses [task units].
-        target: x̄ [task units]; ``None``: hold the task value where the robot starts.
-        tolerance: task error below which the target counts as reached [task units].
-    """
-
-    name: str = "alg1"
-    update: str = "dls"
-    gamma: float = 2.0
-    gamma_z: float = 2.0
-    gamma_e: float = 20.0
-    damping: float = 1e-2
-    target: tuple[float, ...] | None = None
-    tolerance: float = 2e-3
+    name: str = setting("alg1", "string", "alg1 (statics solved beforehand), alg2 (statics "
+                        "online) or plain (classic DLS CLIK that treats every coordinate as "
+                        "actuated)", choices=ALGORITHMS)
+    update: str = setting("dls", "string", "Algorithm 1's actuator update", choices=UPDATES)
+    gamma: float | str = setting(AUTO, "number", "Γ of Algorithm 1 and plain CLIK [1/s], <= "
+                                 f"loop.rate{_AUTO_DOC}", gt=0, le=MAX_RATE, choices=(AUTO,))
+    gamma_z: float | str = setting(AUTO, "number", "ΓZ of Algorithm 2, task error decay rate "
+                                   f"[1/s], <= loop.rate{_AUTO_DOC}", gt=0, le=MAX_RATE,
+                                   choices=(AUTO,))
+    gamma_e: float | str = setting(AUTO, "number", "ΓE of Algorithm 2, statics residual decay "
+                                   f"rate [1/s], <= loop.rate{_AUTO_DOC}", gt=0, le=MAX_RATE,
+                                   choices=(AUTO,))
+    damping: float = setting(1e-2, "number", "λ of the damped inverses [task units]", ge=0,
+                             le=MAX_DAMPING)
+    target: tuple[float, ...] | None = setting(
+        None, "vector", "x̄ [task units] (default: hold the task value where the robot starts)")
+    tolerance: float = setting(2e-3, "number", "task error below which the target counts as "
+                               "reached [task units]", gt=0)
 
 
 @dataclass(frozen=True)
 class LoopConfig:
-    """Rate, mode and pacing of the control loop.
+    """``[loop]``: rate, mode and pacing of the control loop."""
 
-    Attributes:
-        rate: loop rate = device sensor rate [Hz], at most 1000.
-        mode: ``fb`` (task error from the measured q) or ``ff`` (from the predicted q̄).
-        pacing: ``device`` (answer each sensor frame) or ``host`` (own clock, latest frame).
-        effort_feedforward: send ``τ_ff = G_a(q̄)`` with each setpoint.
-        switch_interval: ``sys.setswitchinterval`` while the loop runs [s] (how long another
-            Python thread may hold the GIL before the loop thread gets it); 0 leaves it.
-        compiled: run the cycle on the compiled kernels (:mod:`poise.kernels`, compiled or
-            loaded from the cache at connect) where the model's family has them; ``false``:
-            the numpy reference.
-        priority: real-time priority of the loop thread (``SCHED_FIFO``, 1–99, where the OS
-            grants it; docs/controller.md); 0 (default): the normal scheduler.
-        process: ``own`` (default for ``poise run``): the controller runs in a process of its
-            own and telemetry, the log and the broker stay in the first one
-            (:mod:`poise.controller.rtproc`); ``shared``: all in one process.
-    """
-
-    rate: float = 500.0
-    mode: str = "fb"
-    pacing: str = "device"
-    effort_feedforward: bool = True
-    switch_interval: float = 2e-4
-    compiled: bool = True
-    priority: int = 0
-    process: str = "own"
+    rate: float = setting(500.0, "number", "loop rate = device sensor rate [Hz]",
+                          ge=MIN_RATE, le=MAX_RATE)
+    mode: str = setting("fb", "string", "fb: task error from the measured q; ff: from the "
+                        "predicted q̄", choices=MODES)
+    pacing: str = setting("device", "string", "device: answer each sensor frame; host: own "
+                          "clock, latest frame (polled devices)", choices=PACINGS)
+    effort_feedforward: bool = setting(True, "boolean", "send τ_ff = G_a(q̄) with each "
+                                       "setpoint")
+    switch_interval: float = setting(
+        2e-4, "number", "sys.setswitchinterval while the loop runs [s]: how long another "
+        "Python thread may hold the GIL before the loop thread gets it; 0 leaves it", ge=0,
+        le=0.1)
+    compiled: bool = setting(True, "boolean", "run the cycle on the compiled kernels "
+                             "(poise.kernels, compiled or loaded from the cache at connect) "
+                             "where the model's family has them; false: the numpy reference")
+    priority: int = setting(20, "integer", "SCHED_FIFO real-time priority of the loop thread "
+                            "and, with process = 'own', of the whole real-time process and its "
+                            "virtual device (1-99, where the OS grants it, else the normal "
+                            "scheduler and the summary says why; docs/controller.md); 0: the "
+                            "normal scheduler", ge=0, le=99)
+    process: str = setting("own", "string", "own: the controller runs in a process of its own, "
+                           "telemetry, the log and the broker in the first one; shared: all in "
+                           "one process", choices=PROCESSES)
 
 
 @dataclass(frozen=True)
 class LimitsConfig:
-    """Safety limits enforced on every setpoint.
-
-    Attributes:
-        qa_min, qa_max: actuator position limits [actuator units]; ``None``: the model's,
-            intersected with the device's channel limits.
-        qa_rate: max ``|Δqa|`` per second, one value for all actuators or one each
-            [actuator units/s]; ``None``: unlimited.
-        sensor_hold: no sensor frame for this long → hold the last setpoint [s].
-        sensor_fault: no sensor frame for this long → fault [s].
+    """``[limits]``: safety limits enforced on every setpoint (``sensor_fault >= sensor_hold``).
     """
 
-    qa_min: tuple[float, ...] | None = None
-    qa_max: tuple[float, ...] | None = None
-    qa_rate: tuple[float, ...] | None = (0.5,)
-    sensor_hold: float = 0.05
-    sensor_fault: float = 0.5
+    qa_min: tuple[float, ...] | None = setting(
+        None, "vector", "actuator lower position limits [actuator units] (default: the "
+        "model's, intersected with the device's channel limits)")
+    qa_max: tuple[float, ...] | None = setting(
+        None, "vector", "actuator upper position limits [actuator units] (default: the "
+        "model's, intersected with the device's channel limits)")
+    qa_rate: tuple[float, ...] | None = setting(
+        (0.5,), "vector", "max |Δqa| per second, one value for all actuators or one each "
+        "[actuator units/s]", gt=0)
+    sensor_hold: float = setting(0.05, "number", "no sensor frame for this long: hold the last "
+                                 "setpoint [s]", gt=0)
+    sensor_fault: float = setting(0.5, "number", "no sensor frame for this long: fault "
+                                  "(latched) [s], >= sensor_hold", gt=0)
 
 
 @dataclass(frozen=True)
 class LogConfig:
-    """Experiment log.
+    """``[log]``: the experiment log."""
 
-    Attributes:
-        path: log file (MCAP); ``None``: no log.
-    """
-
-    path: str | None = None
+    path: str | None = setting(None, "string", "log file (MCAP; relative to this file); "
+                               "default: no log")
 
 
 @dataclass(frozen=True)
@@ -225,14 +239,30 @@ def _jsonable(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
+#: The declaration of every table: name → its keys (:mod:`poise.controller.config_spec`).
+TABLE_KEYS: dict[str, Table] = {
+    "device": table_keys(DeviceConfig), "model": table_keys(ModelConfig),
+    "algorithm": table_keys(AlgorithmConfig), "loop": table_keys(LoopConfig),
+    "limits": table_keys(LimitsConfig), "mqtt": MQTT_KEYS, "log": table_keys(LogConfig),
+}
+TABLES = tuple(TABLE_KEYS)
+
+
 # ------------------------------------------------------------------------------ validation
 
 
 class _Table:
-    """Typed access to one table; errors name the source, the dotted key and the rule."""
+    """One table read by its declaration; errors name the source, the dotted key and the rule.
 
-    def __init__(self, data: Any, name: str, source: str, origins: Mapping[str, str]) -> None:
-        self.name, self.source, self.origins = name, source, origins
+    :meth:`get` checks a value against its :class:`~poise.models.spec.Key` (kind, range,
+    choices) with the conventions of :mod:`poise.controller.config_spec`; :meth:`value` hands
+    out the raw value (or the declared default) for keys a rule of
+    :mod:`poise.controller.rules` checks.
+    """
+
+    def __init__(self, data: Any, name: str, source: str, origins: Mapping[str, str],
+                 keys: Table) -> None:
+        self.name, self.source, self.origins, self.keys = name, source, origins, keys
         if not isinstance(data, Mapping):
             raise ConfigError(f"{source}: [{name}] = {data!r}: must be a table")
         self.data = data
@@ -245,108 +275,153 @@ class _Table:
     def fail(self, key: str, value: Any, rule: str) -> ConfigError:
         return ConfigError(f"{self.where(key)} = {value!r}: {rule}")
 
-    def check_keys(self, allowed: Sequence[str]) -> None:
+    def check_keys(self) -> None:
+        """Refuse keys not declared (typos such as ``gama``) and missing required ones."""
         for key in self.data:
-            if key not in allowed:
+            if key not in self.keys:
                 raise ConfigError(f"{self.where(key)}: unknown key; allowed keys in "
-                                  f"[{self.name}] are {', '.join(allowed)}")
+                                  f"[{self.name}] are {', '.join(self.keys)}")
+        for key, spec in self.keys.items():
+            if spec.required and key not in self.data:
+                raise ConfigError(f"{self.where(key)}: missing; {key!r} ({spec.doc}) is "
+                                  "required")
 
-    def number(self, key: str, default: Any, *, gt: float | None = None,
-               ge: float | None = None, le: float | None = None,
-               optional: bool = False) -> Any:
-        value = self.data.get(key, default)
-        if value is None and optional:
+    def value(self, key: str) -> Any:
+        """The raw value of ``key``, or its declared default."""
+        return self.data.get(key, self.keys[key].default)
+
+    def get(self, key: str) -> Any:
+        """The value of ``key`` checked against its declaration (``None``: an optional key
+        left out); a ``vector`` or ``strings`` value as a tuple, ``tables`` as a list of
+        checked mappings."""
+        spec = self.keys[key]
+        value = self.value(key)
+        if value is None and spec.default is None:
             return None
-        parts = ["a finite number"]
-        if gt is not None:
-            parts.append(f"> {gt:g}")
-        if ge is not None:
-            parts.append(f">= {ge:g}")
-        if le is not None:
-            parts.append(f"<= {le:g}")
-        rule = "must be " + " ".join(parts)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.fail(key, value, rule)
-        x = float(value)
-        if not math.isfinite(x) or (gt is not None and not x > gt) or (
-                ge is not None and not x >= ge) or (le is not None and not x <= le):
-            raise self.fail(key, value, rule)
-        return x
-
-    def integer(self, key: str, default: int, *, ge: int) -> int:
-        value = self.data.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int) or value < ge:
-            raise self.fail(key, value, f"must be an integer >= {ge}")
-        return value
-
-    def boolean(self, key: str, default: bool) -> bool:
-        value = self.data.get(key, default)
-        if not isinstance(value, bool):
-            raise self.fail(key, value, "must be true or false")
-        return value
-
-    def string(self, key: str, default: Any, *, choices: Sequence[str] = (),
-               optional: bool = False) -> Any:
-        value = self.data.get(key, default)
-        if value is None and optional:
-            return None
-        if not isinstance(value, str) or not value or (choices and value not in choices):
-            rule = (f"must be one of {', '.join(map(repr, choices))}" if choices
-                    else "must be a non-empty string")
-            raise self.fail(key, value, rule)
-        return value
+        kind = spec.kind
+        if kind == "number":
+            return self._number(key, value, spec)
+        if kind == "integer":
+            return self._integer(key, value, spec)
+        if kind == "boolean":
+            if not isinstance(value, bool):
+                raise self.fail(key, value, "must be true or false")
+            return value
+        if kind == "string":
+            return self._string(key, value, spec)
+        if kind == "strings":
+            if not isinstance(value, (list, tuple)) or not all(isinstance(v, str)
+                                                               for v in value):
+                raise self.fail(key, value, "must be a list of strings")
+            return tuple(value)
+        if kind == "vector":
+            return self._vector(key, value, spec)
+        if kind == "tables":
+            return self._tables(key, value, spec)
+        raise TypeError(f"{self.name}.{key}: kind {kind!r} is not read by get()")
 
     def path(self, key: str, base: pathlib.Path | None) -> str | None:
-        value = self.string(key, None, optional=True)
+        """A file name (a ``string`` key), relative to the configuration file's folder
+        unless it came from the command line."""
+        value = self.get(key)
         if value is None:
             return None
-        p = pathlib.Path(value).expanduser()
+        p = pathlib.Path(value)
+        with contextlib.suppress(RuntimeError):  # "~user" of no such user: a plain file name
+            p = p.expanduser()
         if not p.is_absolute() and base is not None and self.origins.get(
                 f"{self.name}.{key}") is None:
             p = base / p  # relative to the configuration file
         return str(p)
 
-    def vector(self, key: str, default: Any, *, positive: bool = False,
-               optional: bool = True) -> tuple[float, ...] | None:
-        value = self.data.get(key, default)
-        if value is None and optional:
-            return None
+    def _number(self, key: str, value: Any, spec: Key) -> float | str:
+        """A finite number within the declared bounds, or one of the declared words."""
+        if spec.choices and value in spec.choices:
+            return value
+        rule = "must be " + " ".join(["a finite number", *_bounds(spec)]) + "".join(
+            f" or {c!r}" for c in spec.choices)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.fail(key, value, rule)
+        x = float(value)
+        if not math.isfinite(x) or not _within(x, spec):
+            raise self.fail(key, value, rule)
+        return x
+
+    def _integer(self, key: str, value: Any, spec: Key) -> int:
+        if spec.choices:
+            rule = f"must be one of {', '.join(map(str, spec.choices))}"
+        elif spec.ge is not None and spec.le is not None:
+            rule = f"must be an integer in [{_fmt(spec.ge)}, {_fmt(spec.le)}]"
+        else:
+            rule = " ".join(["must be an integer", *_bounds(spec)])
+        if isinstance(value, bool) or not isinstance(value, int) or not _within(value, spec) \
+                or (spec.choices and value not in spec.choices):
+            raise self.fail(key, value, rule)
+        return value
+
+    def _string(self, key: str, value: Any, spec: Key) -> str:
+        if not isinstance(value, str) or (not value and not may_be_empty(spec)) or (
+                spec.choices and value not in spec.choices):
+            rule = (f"must be one of {', '.join(map(repr, spec.choices))}" if spec.choices
+                    else "must be a non-empty string")
+            raise self.fail(key, value, rule)
+        return value
+
+    def _vector(self, key: str, value: Any, spec: Key) -> tuple[float, ...]:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            value = [value]
-        rule = "must be a list of finite numbers" + (" > 0" if positive else "")
+            value = [value]  # a bare number: a list of one
+        rule = " ".join(["must be a list of finite numbers", *_bounds(spec)])
         if not isinstance(value, (list, tuple)) or not value:
             raise self.fail(key, value, rule)
-        out = []
         for v in value:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
-                    or (positive and v <= 0):
+                    or not _within(v, spec):
                 raise self.fail(key, value, rule)
-            out.append(float(v))
-        return tuple(out)
+        return tuple(float(v) for v in value)
 
-    def strings(self, key: str) -> tuple[str, ...]:
-        value = self.data.get(key, [])
-        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-            raise self.fail(key, value, "must be a list of strings")
-        return tuple(value)
+    def _tables(self, key: str, value: Any, spec: Key) -> list[Mapping[str, Any]]:
+        if not isinstance(value, (list, tuple)) or not all(isinstance(x, Mapping)
+                                                           for x in value):
+            raise self.fail(key, value, f"must be an array of tables ([[{self.name}.{key}]])")
+        for i, item in enumerate(value):
+            row = _Table(item, f"{self.name}.{key}[{i}]", self.source, self.origins,
+                         spec.table or {})
+            row.check_keys()
+            for name in item:
+                row.get(name)
+        return list(value)
+
+
+def _bounds(spec: Key) -> list[str]:
+    """The declared bounds as words: ``["> 0", "<= 1000"]``."""
+    out = []
+    if spec.gt is not None:
+        out.append(f"> {_fmt(spec.gt)}")
+    if spec.ge is not None:
+        out.append(f">= {_fmt(spec.ge)}")
+    if spec.le is not None:
+        out.append(f"<= {_fmt(spec.le)}")
+    return out
+
+
+def _fmt(x: float) -> str:
+    """A bound as written: ``1048575``, ``0.1``, ``1e-06``."""
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
+
+
+def _within(x: float, spec: Key) -> bool:
+    return not ((spec.gt is not None and not x > spec.gt)
+                or (spec.ge is not None and not x >= spec.ge)
+                or (spec.le is not None and not x <= spec.le))
 
 
 def _device(t: _Table, base: pathlib.Path | None) -> DeviceConfig:
-    t.check_keys(("port", "baud", "timeout", "sim_model", "sim_params", "sim_args",
-                  "watchdog_ms", "protocol", "sensors", "servos", "timeout_ms", "retries"))
-    wd = t.data.get("watchdog_ms")
-    if wd is not None and (isinstance(wd, bool) or not isinstance(wd, int) or
-                           not 10 <= wd <= 10_000):
-        raise t.fail("watchdog_ms", wd, "must be an integer in [10, 10000] ms")
-    port = t.string("port", "sim")
-    protocol = t.string("protocol", "poise", choices=PROTOCOLS)
-    protocol, port = split_device(port, protocol)
-    tables = t.data.get("servos", [])
-    if not isinstance(tables, list) or not all(isinstance(x, dict) for x in tables):
-        raise t.fail("servos", tables, "must be an array of tables ([[device.servos]])")
+    t.check_keys()
+    protocol, port = split_device(t.get("port"), t.get("protocol"))
+    tables = t.get("servos")  # each key checked by its declaration
     try:
         servos = servos_from_config(tables, where=f"{t.name}.servos")
-    except ValueError as exc:
+    except ValueError as exc:  # the rules across a servo's keys and between servos
         raise ConfigError(f"{t.source}: {exc}") from None
     if protocol != "dynamixel" and (servos or t.data.get("sensors") is not None):
         bad = "servos" if servos else "sensors"
@@ -355,51 +430,39 @@ def _device(t: _Table, base: pathlib.Path | None) -> DeviceConfig:
         raise t.fail("port", port, "protocol 'dynamixel' needs the bus's serial port "
                      "(start a virtual bus with 'poise device sim --protocol dynamixel')")
     return DeviceConfig(
-        port=port,
-        baud=t.integer("baud", 1_000_000, ge=1),
-        timeout=t.number("timeout", 2.0, gt=0),
-        sim_model=t.string("sim_model", None, optional=True),
-        sim_params=t.path("sim_params", base),
-        sim_args=t.strings("sim_args"), watchdog_ms=wd, protocol=protocol,
-        sensors=t.string("sensors", None, optional=True), servos=servos,
-        timeout_ms=t.number("timeout_ms", None, gt=0, optional=True),
-        retries=t.integer("retries", 1, ge=0),
+        port=port, baud=t.get("baud"), timeout=t.get("timeout"), sim_model=t.get("sim_model"),
+        sim_params=t.path("sim_params", base), sim_args=t.get("sim_args"),
+        watchdog_ms=t.get("watchdog_ms"), protocol=protocol, sensors=t.get("sensors"),
+        servos=servos, timeout_ms=t.get("timeout_ms"), retries=t.get("retries"),
     )
 
 
 def _model(t: _Table, base: pathlib.Path | None) -> ModelConfig:
-    t.check_keys(("name", "calibration", "gravity"))
-    name = t.string("name", "double_pendulum")
+    t.check_keys()
+    name = t.get("name")
     if name.endswith((".toml", ".json")) or "/" in name:
         name = t.path("name", base) or name
     return ModelConfig(name=name, calibration=t.path("calibration", base),
-                       gravity=t.number("gravity", None, ge=0, optional=True))
+                       gravity=t.get("gravity"))
 
 
 def _algorithm(t: _Table, rate: float) -> AlgorithmConfig:
     """``[algorithm]``; the gains are checked by :mod:`poise.controller.rules` against the
     loop ``rate`` (the same rule as a ``gains`` command)."""
-    t.check_keys(("name", "update", "gamma", "gamma_z", "gamma_e", "damping", "target",
-                  "tolerance"))
-    defaults = {"update": "dls", "gamma": 2.0, "gamma_z": 2.0, "gamma_e": 20.0,
-                "damping": 1e-2}
+    t.check_keys()
     gains: dict[str, Any] = {}
-    for key, default in defaults.items():
-        value = t.data.get(key, default)
+    for key in GAIN_KEYS:
+        value = t.value(key)
         try:
             gains[key] = check_gain(key, value, rate, "algorithm")
         except RuleError as exc:
             raise t.fail(key, value, exc.rule) from None
-    return AlgorithmConfig(
-        name=t.string("name", "alg1", choices=ALGORITHMS),
-        target=t.vector("target", None),
-        tolerance=t.number("tolerance", 2e-3, gt=0),
-        **gains,
-    )
+    return AlgorithmConfig(name=t.get("name"), target=t.get("target"),
+                           tolerance=t.get("tolerance"), **gains)
 
 
 def _rate(t: _Table) -> float:
-    value = t.data.get("rate", 500.0)
+    value = t.value("rate")
     try:
         return check_rate(value)
     except RuleError as exc:
@@ -407,53 +470,40 @@ def _rate(t: _Table) -> float:
 
 
 def _loop(t: _Table) -> LoopConfig:
-    t.check_keys(("rate", "mode", "pacing", "effort_feedforward", "switch_interval",
-                  "compiled", "priority", "process"))
-    priority = t.integer("priority", 0, ge=0)
-    if priority > 99:
-        raise t.fail("priority", priority, "must be in [0, 99] (0: normal scheduler)")
+    t.check_keys()
     return LoopConfig(
-        rate=_rate(t),
-        mode=t.string("mode", "fb", choices=MODES),
-        pacing=t.string("pacing", "device", choices=PACINGS),
-        effort_feedforward=t.boolean("effort_feedforward", True),
-        switch_interval=t.number("switch_interval", 2e-4, ge=0, le=0.1),
-        compiled=t.boolean("compiled", True), priority=priority,
-        process=t.string("process", "own", choices=PROCESSES),
+        rate=_rate(t), mode=t.get("mode"), pacing=t.get("pacing"),
+        effort_feedforward=t.get("effort_feedforward"),
+        switch_interval=t.get("switch_interval"), compiled=t.get("compiled"),
+        priority=t.get("priority"), process=t.get("process"),
     )
 
 
 def _limits(t: _Table) -> LimitsConfig:
-    t.check_keys(("qa_min", "qa_max", "qa_rate", "sensor_hold", "sensor_fault"))
-    hold = t.number("sensor_hold", 0.05, gt=0)
-    fault = t.number("sensor_fault", 0.5, gt=0)
+    t.check_keys()
+    hold, fault = t.get("sensor_hold"), t.get("sensor_fault")
     if fault < hold:
         raise t.fail("sensor_fault", fault, f"must be >= limits.sensor_hold = {hold:g} s")
-    return LimitsConfig(
-        qa_min=t.vector("qa_min", None), qa_max=t.vector("qa_max", None),
-        qa_rate=t.vector("qa_rate", [0.5], positive=True), sensor_hold=hold,
-        sensor_fault=fault,
-    )
+    return LimitsConfig(qa_min=t.get("qa_min"), qa_max=t.get("qa_max"),
+                        qa_rate=t.get("qa_rate"), sensor_hold=hold, sensor_fault=fault)
 
 
 def _mqtt(t: _Table, base: pathlib.Path | None) -> MqttConfig:
     """The ``[mqtt]`` table as the one :class:`~poise.telemetry.mqtt_config.MqttConfig`
     (without ``url``: an embedded broker, ``embedded = True``)."""
-    t.check_keys(("enabled", "url", "robot_id", "username", "password", "tls", "ca_file",
-                  "joint_states_hz"))
-    url = t.string("url", None, optional=True)
-    robot_id = t.string("robot_id", "poise")
+    t.check_keys()
+    url = t.get("url")
+    robot_id = t.get("robot_id")
     try:
         check_robot_id(robot_id)
     except ValueError as exc:
         raise t.fail("robot_id", robot_id, str(exc)) from None
+    tls = t.get("tls")
     settings = {
-        "enabled": t.boolean("enabled", True), "url": url, "robot_id": robot_id,
-        "username": t.string("username", None, optional=True),
-        "password": t.string("password", None, optional=True),
-        "tls": t.boolean("tls", bool(url and url.startswith("mqtts://"))),
-        "ca_file": t.path("ca_file", base),
-        "joint_states_hz": t.number("joint_states_hz", 0.0, ge=0, le=100),
+        "enabled": t.get("enabled"), "url": url, "robot_id": robot_id,
+        "username": t.get("username"), "password": t.get("password"),
+        "tls": bool(url and url.startswith("mqtts://")) if tls is None else tls,
+        "ca_file": t.path("ca_file", base), "joint_states_hz": t.get("joint_states_hz"),
     }
     try:
         return MqttConfig.from_settings(settings)
@@ -462,11 +512,8 @@ def _mqtt(t: _Table, base: pathlib.Path | None) -> MqttConfig:
 
 
 def _log(t: _Table, base: pathlib.Path | None) -> LogConfig:
-    t.check_keys(("path",))
+    t.check_keys()
     return LogConfig(path=t.path("path", base))
-
-
-TABLES = ("device", "model", "algorithm", "loop", "limits", "mqtt", "log")
 
 
 def config_from_dict(data: Mapping[str, Any], source: str = "<dict>",
@@ -487,7 +534,7 @@ def config_from_dict(data: Mapping[str, Any], source: str = "<dict>",
                               f"{', '.join(TABLES)}")
 
     def table(name: str) -> _Table:
-        return _Table(data.get(name, {}), name, source, origins)
+        return _Table(data.get(name, {}), name, source, origins, TABLE_KEYS[name])
 
     loop = _loop(table("loop"))
     return Config(

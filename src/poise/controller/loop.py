@@ -59,6 +59,7 @@ from poise.controller.params import (
     with_algorithm,
     with_gains,
     with_mode,
+    with_plan,
 )
 from poise.controller.planner import TargetPlan, UnstableTarget
 from poise.controller.safety import SafetyLimits, all_finite
@@ -306,9 +307,14 @@ class Controller(SubscriberHub):
                 return _no("run", "device not connected (the link is reconnecting)")
             if self._target_set:
                 try:
-                    self._set_plan(self._plan_for(self._params.target))
+                    plan = self._plan_for(self._params.target)
+                    params = with_plan(self._params, plan)  # gains within its bound
                 except ParamError as exc:
                     return _no("run", str(exc))
+                self._set_plan(plan)
+                self._params = params
+                self._event("param", name="start", value=None, id="", source=cause,
+                            params=params.as_dict())  # the target's bounds, automatic gains
             try:
                 device.arm(clear_estop=self._clear_estop)
             except DeviceError as exc:
@@ -497,28 +503,38 @@ class Controller(SubscriberHub):
             plan = prepared if prepared is not None else self._plan_for(
                 parse_target(c.value, self.model.task_dim, self.reach))
             note = plan.note()
+        # the new parameters are derived outside the lock (their stability bounds take
+        # milliseconds); under it, again only if the loop changed them meanwhile
+        p = self._params
+        new = self._derive(c, p, plan)
         with self._param_lock:  # atomic with the e-stop latch (estop() takes it too)
             if self.state == State.ESTOP:  # it latched while the target was being planned
                 raise ParamError(f"e-stop latched ({self.reason}) while the command was "
                                  "being applied; send 'clear' first")
-            p = self._params
+            if self._params is not p:
+                new = self._derive(c, self._params, plan)
             if plan is not None:
-                new = replace(p, target=plan.target)
                 self._set_plan(plan)
-            elif c.name == "gains":
-                new = with_gains(p, c.value, self.period)
-            elif c.name == "algorithm":
-                new = with_algorithm(p, c.value, self.model.m, self.model.task_dim)
-            else:  # mode
-                new = with_mode(p, c.value)
-                if new.mode == "fb" and not self.measures_q:
-                    raise ParamError("mode 'fb' needs a measured q; this device does not "
-                                     "measure it (add a joint-sensor board)")
             self._params = new
             self._target_set = self._target_set or c.name == "target"
             self._event("param", name=c.name, value=_jsonable(c.value), id=c.id,
                         source=c.source, params=new.as_dict())
         return _ok(c.name, note)
+
+    def _derive(self, c: Command, p: LiveParams, plan: TargetPlan | None) -> LiveParams:
+        """The parameters after command ``c`` (target, gains, algorithm, mode), checked:
+        gains within the stability bound (:mod:`poise.controller.params`)."""
+        if plan is not None:
+            return with_plan(p, plan)
+        if c.name == "gains":
+            return with_gains(p, c.value, self.period)
+        if c.name == "algorithm":
+            return with_algorithm(p, c.value, self.model.m, self.model.task_dim)
+        new = with_mode(p, c.value)
+        if new.mode == "fb" and not self.measures_q:
+            raise ParamError("mode 'fb' needs a measured q; this device does not measure it "
+                             "(add a joint-sensor board)")
+        return new
 
     def set_target(self, target: Any, source: str = "api") -> CommandResponse:
         """Shorthand for ``submit(Command("target", target))``."""
@@ -529,7 +545,7 @@ class Controller(SubscriberHub):
         target is refused."""
         try:
             return self.step.make_plan(target, self._last.get("q"),
-                                       self.config.algorithm.tolerance)
+                                       self.config.algorithm.tolerance, self._params)
         except UnstableTarget as exc:
             raise ParamError(str(exc)) from None
 
@@ -668,9 +684,7 @@ class Controller(SubscriberHub):
         if not self._target_set:
             with self._param_lock:
                 if not self._target_set:  # hold the task value where the robot is
-                    p = self._params
-                    self._params = LiveParams(p.algorithm, p.update, p.gamma, p.gamma_z,
-                                              p.gamma_e, p.damping, model.fk(q), p.mode)
+                    self._params = replace(self._params, target=model.fk(q))
                     self._target_set = True
         p = self._params
         qa_ref: tuple[float, ...] = ()

@@ -12,19 +12,28 @@ held configuration:
 * the stable configuration closest to the target (the target is then ``unreachable`` and the
   arm goes as close as it can, within its limits).
 
-The loop then first moves the actuators towards the plan's ``qa_goal`` (first order at the IK's
-gain, so no faster than the IK itself would; rate-limited; every intermediate q̄ stays on E) and
-hands over to the per-cycle IK close to it, so a reachable target is reached from wherever the
-arm was parked.
+The loop then first moves the actuators to the plan's ``qa_goal`` (:func:`approach_move`: a
+straight line at the allowed actuator speeds, input-shaped on the structural modes of the loop
+linearised at the goal, :mod:`poise.controller.shaping`, so the arm arrives without ringing;
+every intermediate q̄ stays on E) and then hands over to the per-cycle IK, so a reachable
+target is reached from wherever the arm was parked.
+
+Given the loop period, a plan also carries that linearisation
+(:class:`~poise.controller.stability.LoopLinearisation` at ``q_goal``): the feedback gains'
+stability bound at the target and the modes the shaper cancels.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
+from poise.controller.bounds import warm
+from poise.controller.shaping import ShapedMove, Shaper, shaper_for
+from poise.controller.stability import IKGains, LoopLinearisation, structural_modes
 from poise.ik.held import HeldOptions, algorithm1, algorithm2
 from poise.ik.result import IKResult
 from poise.ik.statics import solve_statics
@@ -33,11 +42,10 @@ from poise.models.base import FloatArray, MechanicalModel
 
 #: Iteration cap of each offline solve.
 MAX_ITER = 300
-#: Top speed of the move to a plan's goal, as a fraction of each actuator's range per second
-#: (the safety layer's rate limit applies on top of it).
-APPROACH_SPEED = 0.5
-#: The per-cycle IK takes over within this fraction of each actuator's range of the goal.
-HANDOVER = 2e-3
+#: Top speed of the move to a plan's goal, as a fraction of each actuator's range per second.
+APPROACH_SPEED = 1.0
+#: The move keeps this fraction of the safety layer's rate limit (which then never clips it).
+RATE_MARGIN = 0.95
 
 
 class UnstableTarget(ValueError):
@@ -58,6 +66,12 @@ class TargetPlan:
         approach: the loop first moves the actuators towards ``qa_goal`` (always, when a goal
             was planned: whether the per-cycle IK alone would get there is not known from one
             offline solve, whose large steps may cross a fold the IK would not).
+        loop: the loop linearised at ``q_goal`` (or at the first start when no goal was
+            planned); None when the plan was made without the loop period.
+        shaper: the input shaper of the move's end (:func:`~poise.controller.shaping.
+            shaper_for` of ``loop``'s structural modes; the identity without ``loop``).
+        start_shaper: the shaper of its start (the modes at the first start, the current
+            q̄; the arm's modes change along the way).
     """
 
     target: FloatArray
@@ -66,6 +80,9 @@ class TargetPlan:
     qa_goal: FloatArray | None = None
     error: float = 0.0
     approach: bool = False
+    loop: LoopLinearisation | None = field(default=None, compare=False, repr=False)
+    shaper: Shaper = field(default_factory=Shaper)
+    start_shaper: Shaper = field(default_factory=Shaper)
 
     @property
     def status(self) -> str:
@@ -87,7 +104,8 @@ def _solve(model: MechanicalModel, target: FloatArray, q0: FloatArray,
 
 
 def plan_target(model: MechanicalModel, target: FloatArray, starts: Sequence[FloatArray],
-                tol: float) -> TargetPlan:
+                tol: float, *, period: float | None = None, delay: int = 1,
+                effort_feedforward: bool = True, params: Any = None) -> TargetPlan:
     """The held configuration to go to for ``target`` (see the module docstring).
 
     Args:
@@ -96,11 +114,34 @@ def plan_target(model: MechanicalModel, target: FloatArray, starts: Sequence[Flo
         starts: configurations to start the offline solves from (n,) each; the first is the
             current q̄ (the "nearest" solution is measured from its actuators).
         tol: task tolerance [task units].
+        period: the loop period Δt [s]; given, the plan carries the loop linearised at its
+            goal (stability bound, structural modes) and the move's shaper.
+        delay: the sensor-to-setpoint delay [periods] of that linearisation.
+        effort_feedforward: the setpoints carry ``τ_ff = G_a(q̄)``.
+        params: the live parameters (:class:`~poise.controller.params.LiveParams`): the
+            bounds of their algorithm in both modes, at their update rule, λ and automatic
+            gains, are computed here (:func:`~poise.controller.bounds.warm`), so that
+            adopting the plan and switching mode later cost microseconds.
 
     Raises:
         UnstableTarget: the only held configuration found that reaches ``target`` is unstable.
     """
-    target = np.asarray(target, dtype=float)
+    plan = _plan_target(model, np.asarray(target, dtype=float), starts, tol)
+    if period is None:
+        return plan
+    here = next((np.asarray(q, dtype=float) for q in starts if q is not None),
+                np.zeros(model.n))
+    at = plan.q_goal if plan.q_goal is not None else here
+    loop = LoopLinearisation(model, at, period, delay=delay,
+                             effort_feedforward=effort_feedforward)
+    if params is not None:
+        warm(loop, IKGains.of(params), getattr(params, "auto", ()))
+    return replace(plan, loop=loop, shaper=shaper_for(loop.structural_modes()),
+                   start_shaper=shaper_for(structural_modes(model, here, loop.actuators)))
+
+
+def _plan_target(model: MechanicalModel, target: FloatArray, starts: Sequence[FloatArray],
+                 tol: float) -> TargetPlan:
     if model.m == model.n:
         return TargetPlan(target)
     options = HeldOptions(tol=tol / 10, max_iter=MAX_ITER)
@@ -135,28 +176,25 @@ def _plan(model: MechanicalModel, target: FloatArray, r: IKResult,
     return TargetPlan(target, reachable, q, split(model, q)[0], float(r.position_error), True)
 
 
-def approach_step(qa: FloatArray, goal: FloatArray, qa_min: FloatArray, qa_max: FloatArray,
-                  gain: float, dt: float) -> tuple[FloatArray, bool]:
-    """One cycle of the move of the actuators from ``qa`` towards ``goal`` (clipped to the
-    limits): first order at the IK's own rate, ``Δqa = min(1, Γ·Δt) (goal − qa)``, so it
-    excites the structure no more than the IK would, and at most :data:`APPROACH_SPEED` ×
-    range per second per actuator.
-
-    Returns:
-        ``(qa_next, near)``: ``near`` once within :data:`HANDOVER` × range of the goal (in
-        its basin), where the per-cycle IK takes over.
-    """
-    goal = np.clip(goal, qa_min, qa_max)
-    span = qa_max - qa_min
-    span = np.where(np.isfinite(span), span, 1.0)
-    step = min(1.0, gain * dt) * (goal - qa)
-    bound = APPROACH_SPEED * span * dt
-    ratio = float(np.max(np.abs(step) / bound)) if step.size else 0.0
-    if ratio > 1.0:
-        step = step / ratio
-    near = bool(np.all(np.abs(goal - qa) <= HANDOVER * span))
-    return qa + step, near
+def approach_speed(qa_min: FloatArray, qa_max: FloatArray, qa_rate: FloatArray
+                   ) -> FloatArray:
+    """The speed of the move to a goal (m,) [actuator units/s]: :data:`APPROACH_SPEED` ×
+    each actuator's range per second, at most :data:`RATE_MARGIN` × its rate limit (1 unit/s
+    where neither is finite)."""
+    span = np.asarray(qa_max, dtype=float) - np.asarray(qa_min, dtype=float)
+    speed = np.minimum(APPROACH_SPEED * span, RATE_MARGIN * np.asarray(qa_rate, dtype=float))
+    return np.where(np.isfinite(speed) & (speed > 0), speed, 1.0)
 
 
-__all__ = ["APPROACH_SPEED", "HANDOVER", "TargetPlan", "UnstableTarget", "approach_step",
-           "plan_target"]
+def approach_move(plan: TargetPlan, qa: FloatArray, qa_min: FloatArray, qa_max: FloatArray,
+                  qa_rate: FloatArray) -> ShapedMove:
+    """The move of the actuators from ``qa`` to the plan's goal (clipped to the limits): a
+    straight line at :func:`approach_speed`, shaped by the plan's shapers."""
+    assert plan.qa_goal is not None
+    goal = np.clip(plan.qa_goal, qa_min, qa_max)
+    return ShapedMove(qa, goal, approach_speed(qa_min, qa_max, qa_rate), plan.shaper,
+                      plan.start_shaper)
+
+
+__all__ = ["APPROACH_SPEED", "RATE_MARGIN", "TargetPlan", "UnstableTarget", "approach_move",
+           "approach_speed", "plan_target"]

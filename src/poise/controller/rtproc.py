@@ -421,7 +421,10 @@ class RealtimeController(SubscriberHub):
             starts = [np.asarray(s.q_bar, dtype=float), np.asarray(s.q, dtype=float)]
             if self._plan_goal is not None:
                 starts.append(self._plan_goal)
-            return plan_target(self.model, target, starts, self.config.algorithm.tolerance)
+            return plan_target(self.model, target, starts, self.config.algorithm.tolerance,
+                               period=self.period,
+                               effort_feedforward=self.config.loop.effort_feedforward,
+                               params=self._params)
         except UnstableTarget as exc:
             return ParamError(str(exc))
         except ParamError as exc:
@@ -517,7 +520,7 @@ class RealtimeController(SubscriberHub):
         elif kind == "re":
             self._answer(msg[1], msg[2], msg[3])
         elif kind == "params":
-            self._params = _live_params(msg[1])
+            self._params = LiveParams.from_dict(msg[1])
         elif kind == "plan":
             self._target = (msg[1], msg[2])
             self._plan_goal = None if msg[3] is None else np.asarray(msg[3], dtype=float)
@@ -613,11 +616,6 @@ class RealtimeController(SubscriberHub):
         out.setdefault("reached", False)
         out.setdefault("timing", {})
         return out
-
-
-def _live_params(d: dict[str, Any]) -> LiveParams:
-    return LiveParams(d["algorithm"], d["update"], d["gamma"], d["gamma_z"], d["gamma_e"],
-                      d["damping"], np.asarray(d["target"], dtype=float), d["mode"])
 
 
 def make_controller(config: Config, cancelled: Callable[[], bool] | None = None) -> Any:

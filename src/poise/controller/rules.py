@@ -7,8 +7,15 @@ one place is refused in all of them with the same reason.
 Names: :data:`COMMAND_NAMES`, :data:`ALGORITHMS`, :data:`UPDATES`, :data:`MODES`,
 :data:`PACINGS`, :data:`RUN_VALUES`, :data:`GAIN_KEYS`. Ranges: loop rate
 ``[MIN_RATE, MAX_RATE]`` Hz, run duration ``(0, MAX_DURATION]`` s, gains ``(0, rate]`` 1/s
-(``Γ · period ≤ 1``: a larger explicit Euler step overshoots), target components within
-:func:`target_bound` of the base (``TARGET_REACH_FACTOR`` × the robot's reach).
+(``Γ · period ≤ 1``: a larger explicit Euler step overshoots) or :data:`AUTO`, target
+components within :func:`target_bound` of the base (``TARGET_REACH_FACTOR`` × the robot's
+reach).
+
+One range depends on the robot, the target and the rate, so it cannot be static: the
+feedback loop's stability bound (:mod:`poise.controller.stability`). Whoever knows it (the
+controller when a command arrives, the dashboard from the published ``params``, ``poise run``
+before it starts) checks a gain with :func:`check_gain_bound`, so the refusal reads the same
+everywhere.
 """
 
 from __future__ import annotations
@@ -52,6 +59,9 @@ RUN_VALUES = ("start", "stop")
 GAIN_KEYS = ("gamma", "gamma_z", "gamma_e", "damping", "update")
 #: The gains that are rates [1/s] (bounded by the loop rate).
 RATE_GAINS = ("gamma", "gamma_z", "gamma_e")
+#: A rate gain given as this follows the stability bound: a stated fraction of it
+#: (:data:`poise.controller.bounds.DEFAULT_FRACTION`), recomputed with the target.
+AUTO = "auto"
 #: Largest damping λ accepted (dimensionless; beyond it the step is ~0).
 MAX_DAMPING = 1e3
 
@@ -107,8 +117,8 @@ def check_duration(value: Any, what: str = "--duration") -> float:
 
 
 def check_gain(key: str, value: Any, rate: float, what: str = "gains") -> float | str:
-    """One gain: a rate gain in ``(0, rate]`` 1/s, ``damping`` in ``[0, MAX_DAMPING]``,
-    ``update`` one of :data:`UPDATES`."""
+    """One gain: a rate gain in ``(0, rate]`` 1/s or :data:`AUTO`, ``damping`` in
+    ``[0, MAX_DAMPING]``, ``update`` one of :data:`UPDATES`."""
     name = f"{what}.{key}"
     if key not in GAIN_KEYS:
         raise RuleError(name, value, f"unknown gain; allowed: {', '.join(GAIN_KEYS)}")
@@ -116,6 +126,8 @@ def check_gain(key: str, value: Any, rate: float, what: str = "gains") -> float 
         if value not in UPDATES:
             raise RuleError(name, value, f"must be one of {', '.join(UPDATES)}")
         return str(value)
+    if value == AUTO and key in RATE_GAINS:
+        return AUTO
     x = _finite(value, name)
     if key == "damping":
         if not 0 <= x <= MAX_DAMPING:
@@ -123,8 +135,19 @@ def check_gain(key: str, value: Any, rate: float, what: str = "gains") -> float 
         return x
     if not 0 < x <= rate:
         raise RuleError(name, value, f"must be in (0, {rate:g}] 1/s (gain × period ≤ 1 at "
-                        f"{rate:g} Hz)")
+                        f"{rate:g} Hz) or '{AUTO}'")
     return x
+
+
+def check_gain_bound(key: str, value: Any, bound: float, why: str = "",
+                     what: str = "gains") -> None:
+    """A rate gain below the feedback loop's stability ``bound`` [1/s] (``inf``: no bound;
+    :data:`AUTO` always passes). ``why`` says where the bound comes from."""
+    if value == AUTO or not math.isfinite(bound):
+        return
+    if not float(value) < bound:
+        raise RuleError(f"{what}.{key}", value, f"must be below {bound:.4g} 1/s, the "
+                        f"stability bound" + (f": {why}" if why else ""))
 
 
 def check_gains(value: Any, rate: float, what: str = "gains") -> dict[str, float | str]:
@@ -173,6 +196,7 @@ def check_target(value: Any, task_dim: int | None, reach: float | None = None,
 
 __all__ = [
     "ALGORITHMS",
+    "AUTO",
     "COMMAND_NAMES",
     "DYNAMIXEL_PREFIX",
     "GAIN_KEYS",
@@ -189,6 +213,7 @@ __all__ = [
     "check_choice",
     "check_duration",
     "check_gain",
+    "check_gain_bound",
     "check_gains",
     "check_rate",
     "check_target",

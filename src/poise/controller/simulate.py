@@ -17,12 +17,10 @@ studies use it; the real-time service adds the device, pacing, states and teleme
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
 from poise.controller.config import Config, ControllerModel, build_model
-from poise.controller.params import LiveParams
+from poise.controller.params import LiveParams, with_plan
 from poise.controller.safety import SafetyLimits
 from poise.controller.step import ControlStep, StepOutput, stepper_factory
 from poise.devices.inprocess import SimulatedDevice
@@ -55,9 +53,10 @@ class SimulatedLoop:
         self.limits = SafetyLimits.build(m.m, m.qa_min, m.qa_max, lim.qa_min, lim.qa_max,
                                          lim.qa_rate)
         factory, self.kernels = stepper_factory(m, config.loop.compiled)
+        # the command written after a sample acts from that sample on: no delay
         self.step = ControlStep(m, self.limits, self.period,
                                 effort_feedforward=config.loop.effort_feedforward,
-                                stepper_factory=factory)
+                                stepper_factory=factory, delay=0)
         target = config.algorithm.target
         self.params = LiveParams.from_config(
             config, np.asarray(target if target is not None else m.fk(self.measured())))
@@ -70,11 +69,17 @@ class SimulatedLoop:
         return np.asarray(self.device.latest().q, dtype=float)
 
     def set_target(self, target: FloatArray) -> str:
-        """Plan and adopt ``target`` as the service does; returns the plan's note."""
+        """Plan and adopt ``target`` as the service does (automatic gains follow the new
+        stability bound); returns the plan's note.
+
+        Raises:
+            ParamError: an explicit gain above the bound at the new target.
+        """
         plan = self.step.make_plan(np.asarray(target, dtype=float), self.measured(),
-                                   self.config.algorithm.tolerance)
+                                   self.config.algorithm.tolerance, self.params)
+        params = with_plan(self.params, plan)
         self.step.adopt(plan)
-        self.params = replace(self.params, target=plan.target)
+        self.params = params
         return plan.note()
 
     def start(self) -> None:

@@ -5,7 +5,9 @@
 plan (:mod:`poise.controller.planner`). One call of :meth:`ControlStep.update` per cycle::
 
     IK update of q̄a (ff: error from h(q̄), fb: from the measured h(q))
-      → approach: towards the plan's goal first, when the IK alone would be stuck
+      → approach: to a new plan's goal first, a rate-limited line input-shaped on the
+        structural modes (:mod:`poise.controller.shaping`), replacing the IK's update;
+        else in fb, anti-windup (an actuator that cannot follow stops integrating away)
       → safety layer (rate and position limits, NaN guard)
       → q̄ made consistent with the setpoint; τ_ff = G_a(q̄)
 
@@ -23,8 +25,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from poise.controller.params import LiveParams
-from poise.controller.planner import TargetPlan, approach_step, plan_target
+from poise.controller.planner import TargetPlan, approach_move, plan_target
 from poise.controller.safety import SafetyLimits, all_finite, limit_setpoint
+from poise.controller.shaping import ShapedMove
 from poise.controller.stepper import Stepper, make_stepper
 from poise.models.base import FloatArray, MechanicalModel
 
@@ -57,6 +60,11 @@ def stepper_factory(model: MechanicalModel, compiled: bool = True, *, dynamics: 
         return stepper if stepper is not None else make_stepper(name, m)  # type: ignore[return-value]
 
     return make, report
+
+
+#: Anti-windup in feedback: an actuator lagging its setpoint by more than this fraction of its
+#: range stops integrating away from where it is (:meth:`ControlStep._anti_windup`).
+WINDUP_BAND = 0.05
 
 
 class StepFault(RuntimeError):
@@ -96,27 +104,42 @@ class ControlStep:
         period: the loop period Δt [s] (the IK's integration step).
         effort_feedforward: send ``τ_ff = G_a(q̄)`` with the setpoint.
         stepper_factory: builds the IK stepper for an algorithm name.
+        delay: the sensor-to-setpoint delay [whole periods] the plans' stability analysis
+            assumes (:func:`~poise.controller.stability.delay_periods`): 0 for an in-process
+            plant stepped in simulated time, 1 for a device (a setpoint is written a
+            fraction of a period after the sample it answers).
     """
 
     def __init__(self, model: MechanicalModel, limits: SafetyLimits, period: float, *,
                  effort_feedforward: bool = True,
-                 stepper_factory: Callable[[str, MechanicalModel], Stepper] = make_stepper
-                 ) -> None:
+                 stepper_factory: Callable[[str, MechanicalModel], Stepper] = make_stepper,
+                 delay: int = 1) -> None:
         self.model = model
         self.limits = limits
         self.period = period
         self.effort_feedforward = effort_feedforward
         self.stepper_factory = stepper_factory
+        self.delay = delay
         self.stepper: Stepper | None = None
         #: The current target's plan (None: none made yet).
         self.plan: TargetPlan | None = None
         #: The plan's actuator goal the cycle still moves towards (None: the IK alone).
         self.goal: FloatArray | None = None
+        #: The shaped move to :attr:`goal` (made at its first cycle) and its time [s].
+        self.move: ShapedMove | None = None
+        self._move_goal: FloatArray | None = None
+        self._move_time = 0.0
+        self._A = np.asarray(model.C, dtype=float)[: model.m]
+        self._band: tuple[SafetyLimits, FloatArray] | None = None
+        #: Cycles in which the anti-windup held an actuator's setpoint.
+        self.windup_holds = 0
 
     def make_plan(self, target: FloatArray, q_measured: FloatArray | None,
-                  tol: float) -> TargetPlan:
+                  tol: float, params: LiveParams | None = None) -> TargetPlan:
         """The plan of ``target`` (:func:`~poise.controller.planner.plan_target`) from the
-        current q̄, the measured q and the last plan's goal; does not adopt it.
+        current q̄, the measured q and the last plan's goal, with the loop linearised at its
+        goal (stability bound, shaper; with ``params``, the bounds of their algorithm in
+        both modes computed ahead); does not adopt it.
 
         Raises:
             UnstableTarget: the only held configuration reaching ``target`` is unstable.
@@ -124,12 +147,31 @@ class ControlStep:
         stepper, plan = self.stepper, self.plan
         starts = [q for q in (stepper.q_bar if stepper is not None else None, q_measured,
                               plan.q_goal if plan is not None else None) if q is not None]
-        return plan_target(self.model, np.asarray(target, dtype=float), starts, tol)
+        return plan_target(self.model, np.asarray(target, dtype=float), starts, tol,
+                           period=self.period, delay=self.delay,
+                           effort_feedforward=self.effort_feedforward, params=params)
 
     def adopt(self, plan: TargetPlan) -> None:
         """Make ``plan`` current: approach its goal first where it says so."""
         self.plan = plan
         self.goal = plan.qa_goal if plan.approach else None
+
+    def _anti_windup(self, qa: FloatArray, proposed: FloatArray, q: FloatArray) -> FloatArray:
+        """Conditional integration: an actuator that lags its setpoint by more than
+        :data:`WINDUP_BAND` of its range (its effort at the limit, a joint at a stop) keeps
+        its setpoint where it is rather than integrate the error further away; what the
+        actuators can follow is integrated as before. The safety layer already keeps
+        ``q̄a`` within the position and rate limits, so those never wind up."""
+        if self._band is None or self._band[0] is not self.limits:  # (limits set at connect)
+            lim = self.limits
+            span = lim.qa_max - lim.qa_min
+            self._band = (lim, WINDUP_BAND * np.where(np.isfinite(span), span, 1.0))
+        lag = proposed - self._A @ q
+        away = (np.abs(lag) > self._band[1]) & ((proposed - qa) * lag > 0)
+        if away.any():
+            self.windup_holds += 1
+            return np.where(away, qa, proposed)
+        return proposed
 
     def reset(self, q: FloatArray, algorithm: str) -> None:
         """Bumpless (re)start from the measured configuration ``q``."""
@@ -159,13 +201,21 @@ class ControlStep:
         proposed = stepper.propose(p, x_meas if p.mode == "fb" else None, period)
         if not all_finite(proposed):
             raise StepFault(f"non-finite IK output ({p.algorithm})")
-        goal = self.goal
-        if goal is not None:  # first towards the plan's held configuration
-            gain = p.gamma_z if p.algorithm == "alg2" else p.gamma
-            proposed, near = approach_step(stepper.qa, goal, self.limits.qa_min,
-                                           self.limits.qa_max, gain, period)
-            if near and self.goal is goal:
-                self.goal = None  # in its basin: the IK takes over next cycle
+        goal, plan = self.goal, self.plan
+        if goal is not None and plan is not None:  # first to the plan's held configuration
+            if self._move_goal is not goal:  # a new goal: the move starts here
+                lim = self.limits
+                self.move = approach_move(plan, stepper.qa, lim.qa_min, lim.qa_max,
+                                          lim.qa_rate)
+                self._move_goal, self._move_time = goal, 0.0
+            move = self.move
+            assert move is not None
+            self._move_time += period
+            proposed = move.at(self._move_time)
+            if self._move_time >= move.duration and self.goal is goal:
+                self.goal = None  # arrived: the IK takes over next cycle
+        elif p.mode == "fb":
+            proposed = self._anti_windup(stepper.qa, proposed, q)
         qa_safe, _, _ = limit_setpoint(self.limits, stepper.qa, proposed, period)
         stepper.commit(qa_safe)
         tau = stepper.tau if self.effort_feedforward else None

@@ -17,7 +17,11 @@ layer sits between them::
   :func:`~poise.ik.statics.solve_statics` (stable branch) if Newton does not converge or
   ``H_uu`` is not positive definite. Every q̄ lies on E.
 * :class:`Alg2Stepper` — Algorithm 2: ``(q̄a, q̄u) ← (q̄a, q̄u) + Δt · rates`` by
-  :func:`~poise.ik.held.algorithm2_rates` (``ḟ = ΓZ ex``, ``Ġu = −ΓE Gu``).
+  :func:`~poise.ik.held.limited_rates` (``ḟ = ΓZ ex``, ``Ġu = −ΓE Gu``, within the actuator
+  limits given to ``reset``: an actuator at its limit that the rates push further is held
+  while the others go on, so none is parked at a limit while another could still reduce the
+  error); ``commit`` keeps the statics law for the actuator motion the safety layer let
+  through (:func:`~poise.ik.held.follow_statics`).
 * :class:`PlainStepper` — classic DLS CLIK on the full ``q`` (ignores statics: the baseline
   that sags when released; for fully actuated robots it is the right law).
 """
@@ -29,7 +33,7 @@ import math
 import numpy as np
 
 from poise.controller.params import LiveParams
-from poise.ik.held import algorithm1_step, algorithm2_rates, damped_pinv
+from poise.ik.held import algorithm1_step, damped_pinv, follow_statics, limited_rates
 from poise.ik.statics import StaticsSolution, solve_statics
 from poise.models.actuation import ActuationBlocks, blocks, join, split
 from poise.models.base import FloatArray, MechanicalModel
@@ -161,23 +165,32 @@ class Alg2Stepper(Stepper):
 
     def __init__(self, model: MechanicalModel) -> None:
         super().__init__(model)
-        self._qu_next = self.b.qu
+        self.qa_min, self.qa_max = model.qa_min, model.qa_max
+        self._qa_next, self._qu_next = self.b.qa, self.b.qu
+
+    def reset(self, q: FloatArray, qa_min: FloatArray, qa_max: FloatArray) -> None:
+        super().reset(q, qa_min, qa_max)
+        self.qa_min = np.asarray(qa_min, dtype=float)
+        self.qa_max = np.asarray(qa_max, dtype=float)
+        self._qa_next, self._qu_next = self.b.qa, self.b.qu
 
     def propose(self, p: LiveParams, x: FloatArray | None, dt: float) -> FloatArray:
         b = self.b
         ex = p.target - (b.x if x is None else x)
         try:
-            rates = algorithm2_rates(b, ex, -b.Gu, p.gamma_z, p.gamma_e, damping=p.damping)
+            rates = limited_rates(b, ex, -b.Gu, p.gamma_z, p.gamma_e, self.qa_min,
+                                  self.qa_max, damping=p.damping)
         except np.linalg.LinAlgError:
-            rates = algorithm2_rates(b, ex, -b.Gu, p.gamma_z, p.gamma_e,
-                                     damping=max(p.damping, 1e-6))
+            rates = limited_rates(b, ex, -b.Gu, p.gamma_z, p.gamma_e, self.qa_min,
+                                  self.qa_max, damping=max(p.damping, 1e-6))
         delta = _bounded(self.model, dt * rates)
         m = self.model.m
-        self._qu_next = b.qu + delta[m:]
-        return b.qa + delta[:m]
+        self._qa_next, self._qu_next = b.qa + delta[:m], b.qu + delta[m:]
+        return self._qa_next
 
     def commit(self, qa: FloatArray) -> None:
-        self._set(join(self.model, qa, self._qu_next))
+        qu = follow_statics(self.b, self._qa_next, self._qu_next, qa)
+        self._set(join(self.model, qa, qu))
 
 
 class PlainStepper(Stepper):

@@ -36,6 +36,10 @@ RAD_PER_COUNT = 2 * math.pi / COUNTS_PER_TURN
 RAD_S_PER_VELOCITY_UNIT = 0.229 * 2 * math.pi / 60
 #: Default spool radius [m].
 DEFAULT_RADIUS = 0.01
+#: Range of the spool radius accepted [m]: 0.1 mm … 1 km. 1 is a direct drive (qa the shaft
+#: angle in rad), 180/π gives qa in degrees; beyond the range is a unit mistake, and near the
+#: float limits the count conversion divides by zero or the limits (± one turn) overflow.
+MIN_RADIUS, MAX_RADIUS = 1e-4, 1e3
 #: Default zero [counts]: qa = 0 at this shaft position.
 DEFAULT_ZERO = 2048
 #: Default current unit [A per count] (XM430: 2.69 mA; XL330 / XC330: 1 mA).
@@ -47,6 +51,8 @@ EXTENDED_POSITION, CURRENT_BASED_POSITION = 4, 5
 MODES = (EXTENDED_POSITION, CURRENT_BASED_POSITION)
 #: Goal/Present Position range of the multi-turn modes [counts] (± 256 turns).
 POSITION_RANGE = 1_048_575
+#: Largest servo ID on a Protocol 2.0 bus (253 and up are reserved; 254 is broadcast).
+MAX_ID = 252
 #: Keys of one ``[[device.servos]]`` table.
 KEYS = ("id", "radius", "sign", "zero", "mode", "current_limit", "qa_min", "qa_max",
         "current_unit", "torque_constant", "name")
@@ -85,10 +91,11 @@ class ServoConfig:
 
     def __post_init__(self) -> None:
         where = f"servo {self.id}"
-        if not (isinstance(self.id, int) and 0 <= self.id <= 252):
-            raise ValueError(f"servo id {self.id!r}: must be an integer 0 … 252")
-        if not (math.isfinite(self.radius) and self.radius > 0):
-            raise ValueError(f"{where}: radius = {self.radius!r} m: must be > 0")
+        if not (isinstance(self.id, int) and 0 <= self.id <= MAX_ID):
+            raise ValueError(f"servo id {self.id!r}: must be an integer 0 … {MAX_ID}")
+        if not (math.isfinite(self.radius) and MIN_RADIUS <= self.radius <= MAX_RADIUS):
+            raise ValueError(f"{where}: radius = {self.radius!r} m: must be in "
+                             f"[{MIN_RADIUS:g}, {MAX_RADIUS:g}]")
         if self.sign not in (1, -1):
             raise ValueError(f"{where}: sign = {self.sign!r}: must be +1 or -1")
         if not (isinstance(self.zero, int) and abs(self.zero) <= POSITION_RANGE):
@@ -208,5 +215,6 @@ def with_defaults(servos: Sequence[ServoConfig] | None, m: int | None) -> tuple[
 
 __all__ = ["COUNTS_PER_TURN", "CURRENT_BASED_POSITION", "DEFAULT_CURRENT_UNIT",
            "DEFAULT_RADIUS", "DEFAULT_TORQUE_CONSTANT", "DEFAULT_ZERO", "EXTENDED_POSITION",
-           "KEYS", "MODES", "POSITION_RANGE", "RAD_PER_COUNT", "RAD_S_PER_VELOCITY_UNIT",
-           "ServoConfig", "default_servos", "servos_from_config", "with_defaults"]
+           "KEYS", "MAX_ID", "MAX_RADIUS", "MIN_RADIUS", "MODES", "POSITION_RANGE", "RAD_PER_COUNT",
+           "RAD_S_PER_VELOCITY_UNIT", "ServoConfig", "default_servos", "servos_from_config",
+           "with_defaults"]

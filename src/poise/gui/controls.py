@@ -8,12 +8,20 @@ shows whether it was accepted or why it was refused.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from poise.controller.rules import ALGORITHMS, MODES, RATE_GAINS
+from poise.controller.rules import (
+    ALGORITHMS,
+    AUTO,
+    MODES,
+    RATE_GAINS,
+    RuleError,
+    check_gain_bound,
+)
 
 #: The gains the dashboard edits: the rate gains and λ (names owned by poise.controller.rules).
 GAIN_KEYS = (*RATE_GAINS, "damping")
@@ -124,7 +132,24 @@ class ControlPanel(QtWidgets.QWidget):
             form.addRow(key, box)
         self.apply_gains = QtWidgets.QPushButton("Apply gains")
         self.apply_gains.clicked.connect(self._send_gains)
-        form.addRow("", self.apply_gains)
+        self.auto_gains = QtWidgets.QPushButton("Auto")
+        self.auto_gains.setToolTip("Rate gains that follow the stability bound (a fraction of "
+                                   "it, recomputed with each target)")
+        self.auto_gains.clicked.connect(
+            lambda: self.command.emit("gains", {k: AUTO for k in RATE_GAINS}))
+        buttons = QtWidgets.QHBoxLayout()
+        buttons.addWidget(self.apply_gains)
+        buttons.addWidget(self.auto_gains)
+        form.addRow("", buttons)
+        #: The feedback loop's stability bound at the target, beside the gains.
+        self.stability_label = QtWidgets.QLabel("—")
+        self.stability_label.setWordWrap(True)
+        self.stability_label.setToolTip(
+            "Gains at or above the bound make the loop ring or diverge (the service refuses "
+            "them); computed from the model at the current target (docs/controller.md)")
+        form.addRow("stable", self.stability_label)
+        self._bounds: dict[str, float] = {}
+        self._why = ""
         self.target_edit = QtWidgets.QLineEdit()
         self.target_edit.setPlaceholderText("x̄, e.g. 0.8 or 0.5, 1.2")
         self.target_edit.returnPressed.connect(self._send_target)
@@ -158,8 +183,14 @@ class ControlPanel(QtWidgets.QWidget):
             self.robot_selected.emit(robot)
 
     def _send_gains(self) -> None:
-        self.command.emit("gains", {k: float(b.value()) for k, b in self.gains.items()
-                                    if b.isEnabled()})
+        gains = {k: float(b.value()) for k, b in self.gains.items() if b.isEnabled()}
+        try:  # the rule the service applies, with the bound it published
+            for key, value in gains.items():
+                check_gain_bound(key, value, self._bounds.get(key, math.inf), self._why)
+        except RuleError as exc:
+            self.show_answer("gains", False, str(exc), value=gains, local=True)
+            return
+        self.command.emit("gains", gains)
 
     def _send_target(self) -> None:
         text = self.target_edit.text().replace(";", ",")
@@ -227,10 +258,31 @@ class ControlPanel(QtWidgets.QWidget):
                 box.blockSignals(True)
                 box.setValue(float(value))
                 box.blockSignals(False)
+        self._show_stability(params)
         target = params.get("target")
         if isinstance(target, list) and not self.target_edit.hasFocus():
             self.target_edit.setText(", ".join(
                 f"{float(v):.4g}" if abs(float(v)) > 1e-12 else "0" for v in target))
+
+    def _show_stability(self, params: dict[str, Any]) -> None:
+        """The bounds of the live gains in the live mode and the slowest structural mode
+        (``params["stability"]``, :class:`poise.controller.bounds.StabilityReport`)."""
+        st = params.get("stability")
+        if not isinstance(st, dict):
+            self._bounds, self._why = {}, ""
+            self.stability_label.setText("—")
+            return
+        bounds = st.get("gain_max") or {}
+        self._bounds = {k: math.inf if v is None else float(v) for k, v in bounds.items()}
+        auto = set(params.get("auto") or ())
+        parts = [f"{k} < {'∞' if v is None else f'{v:.3g}'}" + (" (auto)" if k in auto else "")
+                 for k, v in bounds.items()]
+        slow = st.get("slowest_mode")
+        text = f"{', '.join(parts) or '—'} 1/s in {st.get('mode', '?')}"
+        if isinstance(slow, dict):
+            text += f"; slowest mode ω {slow['omega']:.3g} rad/s, ζ {slow['zeta']:.2g}"
+        self._why = str(st.get("why") or "")  # the service's own sentence
+        self.stability_label.setText(text)
 
     def note(self, text: str) -> None:
         """Add an informational line to the log (a repeat of the last line is counted)."""

@@ -68,6 +68,12 @@ one with the smallest task error (its closest configuration), with ``success=Fal
   the arm can make — e.g. a planar arm fully stretched toward a target beyond its reach);
 * otherwise the last attempt's ``stalled`` / ``iteration_cap`` (``singular`` when a step was
   not finite).
+
+**Compiled path.** ``method="lm"`` on a ``dh_chain`` model (the Panda) runs the whole solve,
+restarts included, in compiled code (:mod:`poise.ik.clik_compiled`, :mod:`poise.kernels.dh_ik`):
+the same residual, limits, statuses and result, a different iteration (no line search, cheap
+restarts; the differences are listed there). This module stays the reference;
+``compiled=False`` selects it. See ``docs/ik.md``.
 """
 
 from __future__ import annotations
@@ -102,6 +108,9 @@ POLISH_ITER = 20
 """Primary-only iterations after the secondary phase ended (cap or stall) above tol."""
 MAX_HALVINGS = 10
 STATIONARY_RATIO = 1e-3
+DEFAULT_STALL_WINDOW = 10
+DEFAULT_STALL_RTOL = 1e-4
+"""The stall rule's defaults (numpy path)."""
 
 Evaluate = Callable[[FloatArray], tuple[list[float], float, float, FloatArray]]
 
@@ -123,9 +132,10 @@ def solve(
     secondary_tol: float = 1e-4,
     step: float = 1.0,
     line_search: bool = True,
-    stall_window: int = 10,
-    stall_rtol: float = 1e-4,
+    stall_window: int | None = None,
+    stall_rtol: float | None = None,
     record_path: bool = False,
+    compiled: bool | None = None,
 ) -> IKResult:
     """Closed-loop IK for ``model`` (a ``TaskModel``/``PoseModel``) toward ``target``.
 
@@ -151,8 +161,14 @@ def solve(
         secondary_tol: the null-space step must also be below this to converge [rad].
         step: ``Δt`` (1.0: full Newton-like steps).
         line_search: halve steps that increase the residual.
-        stall_window, stall_rtol: the stall rule (module docstring).
+        stall_window, stall_rtol: the stall rule (module docstring); default 10 and 1e-4,
+            on the compiled path 6 and 0.1 (:mod:`poise.ik.clik_compiled`).
         record_path: keep every iterate in ``result.path``.
+        compiled: ``None`` (default): the compiled solver when it applies (``"lm"`` on a
+            ``dh_chain`` model with the options it implements, see
+            :func:`poise.ik.clik_compiled.unavailable_reason`), else this numpy one;
+            ``False``: always this numpy reference; ``True``: the compiled solver or
+            ``InvalidInputError`` saying why it does not apply.
 
     Returns:
         An :class:`IKResult` (``x`` = position + quaternion ``(x, y, z, qw, qx, qy, qz)`` for
@@ -160,28 +176,45 @@ def solve(
 
     Raises:
         InvalidInputError: wrong target or ``q0`` size, non-finite values, unknown method,
-            bad options.
+            bad options, ``compiled=True`` where the compiled solver does not apply.
     """
     t_start = time.perf_counter()
     if method not in METHODS:
         raise InvalidInputError(f"method = {method!r}: must be one of {', '.join(METHODS)}")
     n = int(model.n)
     tgt = parse_target(model, target)
-    opts = _options(method, damping, gain, orientation_weight, tol, max_iter, restarts,
-                    step, stall_window, stall_rtol, secondary_tol, tgt)
     q_min = np.asarray(model.q_min, dtype=float)
     q_max = np.asarray(model.q_max, dtype=float)
-    if q0 is None:
-        home = getattr(model, "q_home", None)
-        bounded = np.isfinite(q_min) & np.isfinite(q_max)
-        start = (np.asarray(home, dtype=float) if home is not None
-                 else 0.5 * (np.where(bounded, q_min, 0.0) + np.where(bounded, q_max, 0.0)))
-    else:
+    if q0 is not None:
         start = as_vector(q0, n, "q0")
-    start = np.clip(start, q_min, q_max)
-
-    evaluate = _evaluator(model, tgt)
+    elif getattr(model, "q_home", None) is not None:
+        start = np.asarray(model.q_home, dtype=float)
+    else:
+        bounded = np.isfinite(q_min) & np.isfinite(q_max)
+        start = 0.5 * (np.where(bounded, q_min, 0.0) + np.where(bounded, q_max, 0.0))
     beyond_reach = _beyond_reach(model, tgt)
+
+    if compiled is not False:
+        from poise.ik import clik_compiled  # imports Numba: only when it may be used
+
+        why_not = clik_compiled.unavailable_reason(
+            model, method=method, damping=damping, gain=gain, secondary=secondary, step=step,
+            line_search=line_search, record_path=record_path)
+        if why_not is None:
+            return clik_compiled.solve(  # it clamps the start into the limits itself
+                model, tgt, start, tol=tol, max_iter=max_iter, restarts=restarts, seed=seed,
+                damping=damping, orientation_weight=orientation_weight,
+                stall_window=stall_window, stall_rtol=stall_rtol, beyond_reach=beyond_reach,
+                t_start=t_start)
+        if compiled:
+            raise InvalidInputError(f"compiled=True: {why_not}")
+
+    opts = _options(method, damping, gain, orientation_weight, tol, max_iter, restarts,
+                    step, DEFAULT_STALL_WINDOW if stall_window is None else stall_window,
+                    DEFAULT_STALL_RTOL if stall_rtol is None else stall_rtol, secondary_tol,
+                    tgt)
+    start = np.minimum(np.maximum(start, q_min), q_max)
+    evaluate = _evaluator(model, tgt)
     rng = None  # created on the first restart (default_rng costs ~10 µs)
 
     best: _Attempt | None = None
@@ -208,25 +241,10 @@ def solve(
             break
     assert best is not None
 
-    status = best.status
-    message = f"converged in {best.iterations} iterations"
-    if status != Status.CONVERGED:
-        if beyond_reach:
-            status = Status.UNREACHABLE
-            message = "target position beyond the reach of the model; q is the closest found"
-        elif all(_singular_stationary(a, opts, q_min, q_max) for a in attempts):
-            status = Status.UNREACHABLE
-            message = ("every attempt ended at a singular stationary point (error orthogonal "
-                       "to every feasible motion): target appears unreachable; q is the "
-                       "closest configuration found")
-        else:
-            message = {Status.STALLED: "the residual stopped decreasing",
-                       Status.ITERATION_CAP: f"no convergence within {opts['max_iter']} "
-                                             "iterations",
-                       Status.SINGULAR: "a step was not finite (singular Jacobian)"}[status]
-            message += f"; q is the closest configuration found (task error {best.residual:.3g})"
-    message += f" [{used + 1} attempt(s), {total_iterations} iterations in total]"
-
+    status, message = outcome(
+        best.status, best.iterations, best.residual, used + 1, total_iterations,
+        opts["max_iter"], beyond_reach,
+        lambda: all(_singular_stationary(a, opts, q_min, q_max) for a in attempts))
     q = best.q
     sv = np.linalg.svd(best.J, compute_uv=False)
     return IKResult(
@@ -239,44 +257,77 @@ def solve(
     )
 
 
+def outcome(status: Status, iterations: int, residual: float, attempts: int,
+            total_iterations: int, max_iter: int, beyond_reach: bool,
+            stationary: Callable[[], bool],
+            stationary_subject: str = "every attempt") -> tuple[Status, str]:
+    """The status and message of a solve from its best attempt (module docstring):
+    ``unreachable`` beyond the reach or when ``stationary()`` (``stationary_subject`` ended at
+    a singular stationary point), else the best attempt's own status."""
+    message = f"converged in {iterations} iterations"
+    if status != Status.CONVERGED:
+        if beyond_reach:
+            status = Status.UNREACHABLE
+            message = "target position beyond the reach of the model; q is the closest found"
+        elif stationary():
+            status = Status.UNREACHABLE
+            message = (f"{stationary_subject} ended at a singular stationary point (error "
+                       "orthogonal to every feasible motion): target appears unreachable; q is "
+                       "the closest configuration found")
+        else:
+            message = {Status.STALLED: "the residual stopped decreasing",
+                       Status.ITERATION_CAP: f"no convergence within {max_iter} iterations",
+                       Status.SINGULAR: "a step was not finite (singular Jacobian)"}[status]
+            message += f"; q is the closest configuration found (task error {residual:.3g})"
+    message += f" [{attempts} attempt(s), {total_iterations} iterations in total]"
+    return status, message
+
+
 # --------------------------------------------------------------------------- options
 
 _DEFAULT_RULES: dict[str, DampingRule] = {"dls": SingularityDamping(), "lm": ErrorDamping()}
 
 
-def _options(method: str, damping: Any, gain: Any, w_o: float, tol: float,
-             max_iter: int | None, restarts: int, step: float, stall_window: int,
-             stall_rtol: float, secondary_tol: float, tgt: Target) -> dict[str, Any]:
-    def positive(name: str, value: Any, allow_zero: bool = False) -> float:
-        try:
-            v = float(value)
-        except (TypeError, ValueError):
-            raise InvalidInputError(f"{name} = {value!r}: must be a number") from None
-        if not math.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
-            rule = ">= 0" if allow_zero else "> 0"
-            raise InvalidInputError(f"{name} = {value!r}: must be a finite number {rule}")
-        return v
+def positive(name: str, value: Any, allow_zero: bool = False) -> float:
+    """``value`` as a finite float > 0 (≥ 0 with ``allow_zero``), else InvalidInputError."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise InvalidInputError(f"{name} = {value!r}: must be a number") from None
+    if not math.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
+        rule = ">= 0" if allow_zero else "> 0"
+        raise InvalidInputError(f"{name} = {value!r}: must be a finite number {rule}")
+    return v
 
-    def integer(name: str, value: Any, minimum: int) -> int:
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-            raise InvalidInputError(f"{name} = {value!r}: must be an integer >= {minimum}")
-        return int(value)
 
-    rule: DampingRule | None
+def integer(name: str, value: Any, minimum: int) -> int:
+    """``value`` as an int ≥ ``minimum``, else InvalidInputError."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise InvalidInputError(f"{name} = {value!r}: must be an integer >= {minimum}")
+    return int(value)
+
+
+def damping_rule(method: str, damping: Any) -> DampingRule | None:
+    """The damping rule of ``method`` from the ``damping`` argument (a number λ, a rule, or
+    None for the method's default); None for ``pinv``/``transpose``."""
     if method in ("pinv", "transpose"):
         if damping is not None:
             raise InvalidInputError(f"damping applies to methods dls and lm, not {method!r}")
-        rule = None
-    elif damping is None:
-        rule = _DEFAULT_RULES[method]
-    elif isinstance(damping, (int, float, np.floating)) and not isinstance(damping, bool):
-        rule = FixedDamping(positive("damping", damping, allow_zero=True))
-    elif hasattr(damping, "mu"):
-        rule = damping
-    else:
-        raise InvalidInputError(f"damping = {damping!r}: must be a number (λ) or a damping "
-                                "rule from poise.ik.damping")
+        return None
+    if damping is None:
+        return _DEFAULT_RULES[method]
+    if isinstance(damping, (int, float, np.floating)) and not isinstance(damping, bool):
+        return FixedDamping(positive("damping", damping, allow_zero=True))
+    if hasattr(damping, "mu"):
+        return damping  # type: ignore[no-any-return]
+    raise InvalidInputError(f"damping = {damping!r}: must be a number (λ) or a damping "
+                            "rule from poise.ik.damping")
 
+
+def _options(method: str, damping: Any, gain: Any, w_o: float, tol: float,
+             max_iter: int | None, restarts: int, step: float, stall_window: int,
+             stall_rtol: float, secondary_tol: float, tgt: Target) -> dict[str, Any]:
+    rule = damping_rule(method, damping)
     adaptive_alpha = method == "transpose" and gain is None
     if gain is None:
         k_p, k_o = DEFAULT_GAIN
@@ -369,7 +420,7 @@ def _beyond_reach(model: Any, tgt: Target) -> bool:
     is_pose = getattr(model, "task_kind", "") == "pose"
     if reach is None or (not is_pose and tgt.position.size not in (2, 3)):
         return False
-    return bool(np.linalg.norm(tgt.position[:3]) > float(reach) * (1 + 1e-9))
+    return math.hypot(*tgt.position[:3].tolist()) > float(reach) * (1 + 1e-9)
 
 
 # --------------------------------------------------------------------------- one attempt

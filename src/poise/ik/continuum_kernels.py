@@ -30,11 +30,13 @@ same series and switch points.
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 from numba import njit
 
 from poise.ik.se3 import _C_LOGV, LOGV_SWITCH
+from poise.kernels import cache
 from poise.kernels.linalg import cho_solve, cholesky
 from poise.models.cc3d import _F3, _SINC, F3_SWITCH, SINC_SWITCH
 
@@ -416,3 +418,7 @@ def evaluate(b: np.ndarray, L: np.ndarray, TD: np.ndarray, T: np.ndarray,
     pose_jacobian(b, L, T, J, True)
     e = error_twist(TD, T, V)
     return e, np.linalg.svd(J)[1][-1]
+
+
+# These cached kernels call poise.kernels.linalg: drop them when the kernel sources change.
+cache.ensure_fresh(cache.dispatchers([sys.modules[__name__]]))

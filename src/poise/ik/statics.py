@@ -30,6 +30,12 @@ Verdict = Literal["stable", "unstable", "singular"]
 
 #: |eigenvalue| of ``H_uu`` below which the equilibrium is called singular [N·m/rad].
 SINGULAR_EIG = 1e-9
+#: Defaults of :func:`solve_statics` (the compiled solver of :mod:`poise.kernels.held_solve`
+#: uses the same): Newton iteration cap, eigenvalue floor of the modified Hessian
+#: [N·m/rad], step along negative curvature [units of ``qu``].
+MAX_ITER = 60
+MIN_CURVATURE = 1e-6
+NEGATIVE_CURVATURE_STEP = 0.1
 
 
 @dataclass(frozen=True)
@@ -68,12 +74,13 @@ class StaticsSolution:
 
 
 def classify(eig_Huu: FloatArray) -> Verdict:
-    """Stability verdict from the eigenvalues of ``H_uu``."""
-    if eig_Huu.size == 0:
+    """Stability verdict from the eigenvalues of ``H_uu`` (ascending)."""
+    values = eig_Huu.tolist()  # a few floats: plain Python is quicker than numpy here
+    if not values:
         return "stable"
-    if np.min(np.abs(eig_Huu)) < SINGULAR_EIG:
+    if min(abs(v) for v in values) < SINGULAR_EIG:
         return "singular"
-    return "stable" if eig_Huu[0] > 0 else "unstable"
+    return "stable" if values[0] > 0 else "unstable"
 
 
 def _fibre_potential(model: MechanicalModel, qa: FloatArray, qu: FloatArray) -> float:
@@ -86,10 +93,10 @@ def solve_statics(
     qu0: FloatArray,
     *,
     tol: float = 1e-10,
-    max_iter: int = 60,
+    max_iter: int = MAX_ITER,
     branch: Literal["stable", "nearest"] = "stable",
-    min_curvature: float = 1e-6,
-    negative_curvature_step: float = 0.1,
+    min_curvature: float = MIN_CURVATURE,
+    negative_curvature_step: float = NEGATIVE_CURVATURE_STEP,
 ) -> StaticsSolution:
     """Solve ``G_u(qa, qu) = 0`` for ``qu`` by damped Newton with a line search.
 

@@ -15,10 +15,25 @@ and :mod:`~poise.kernels.planar_pcc` (model kernels), :mod:`~poise.kernels.famil
 by family), :mod:`~poise.kernels.packed` (``pack``), :mod:`~poise.kernels.blocks` (actuation
 blocks in a state vector), :mod:`~poise.kernels.steps` (the cycle steps and the simulator's
 right-hand side), :mod:`~poise.kernels.steppers` (the stepper interface),
+:mod:`~poise.kernels.held_solve` and :mod:`~poise.kernels.solvers` (the offline solves of
+:func:`poise.ik.held.algorithm1` and :func:`~poise.ik.held.algorithm2`),
+:mod:`~poise.kernels.dh_chain` and :mod:`~poise.kernels.dh_ik` (serial-chain kinematics and
+the Levenberg–Marquardt IK solve of :mod:`poise.ik.clik_compiled`),
 :mod:`~poise.kernels.warmup`, :mod:`~poise.kernels.cache`.
 """
 
-from poise.kernels import blocks, cache, family, linalg, planar_pcc, planar_tree, steps
+from poise.kernels import (
+    blocks,
+    cache,
+    dh_chain,
+    dh_ik,
+    family,
+    held_solve,
+    linalg,
+    planar_pcc,
+    planar_tree,
+    steps,
+)
 from poise.kernels.packed import PACKERS, NoKernelsError, PackedModel, has_kernels, pack
 from poise.kernels.steppers import (
     CompiledAlg1Stepper,
@@ -29,9 +44,12 @@ from poise.kernels.steppers import (
 )
 from poise.kernels.warmup import WarmUpReport, warm_up
 
-cache.ensure_fresh(cache.dispatchers((blocks, linalg, planar_pcc, planar_tree, steps)))
+#: Every module of compiled functions, whose stale cache :func:`cache.ensure_fresh` removes.
+KERNEL_MODULES = (blocks, dh_chain, dh_ik, held_solve, linalg, planar_pcc, planar_tree, steps)
+cache.ensure_fresh(cache.dispatchers(KERNEL_MODULES))
 
 __all__ = [
+    "KERNEL_MODULES",
     "PACKERS",
     "CompiledAlg1Stepper",
     "CompiledAlg2Stepper",

@@ -8,6 +8,11 @@ when a function it calls in another file does: after an edit of ``planar_pcc.py`
 Algorithm-1 step in ``steps.py`` would still hold the old code. :func:`ensure_fresh` closes
 that gap: it stores a hash of every kernel source file next to the cache and, when the hash
 differs, deletes the package's cached kernels so that they are compiled again.
+
+Compiled code outside this package that calls these kernels (``poise.ik.continuum_kernels``
+calls :mod:`poise.kernels.linalg`) has the same gap: such a module calls
+``ensure_fresh(dispatchers([its module]))`` right after its definitions, which keeps a stamp of
+this package's sources next to *its* cache and drops its cached kernels when they change.
 """
 
 from __future__ import annotations

@@ -36,6 +36,7 @@ class FamilyKernels:
     dG: Dispatcher
     statics_terms: Dispatcher
     dynamics_terms: Dispatcher
+    potential: Dispatcher | None = None  # U(q) [J], for the statics solver's line search
 
 
 _BY_CLASS: dict[type, FamilyKernels] = {}
@@ -108,6 +109,11 @@ def dG(P: Any, q: Any) -> Any:
     raise NotImplementedError
 
 
+def potential(P: Any, q: Any) -> Any:
+    """``U(q)`` [J] of the family of ``P`` (compiled code only; families that register one)."""
+    raise NotImplementedError
+
+
 def _as_arrays(args):  # type: ignore[no-untyped-def]
     cls = _BY_ARGS_TYPE.get(args)
     if cls is None:
@@ -124,9 +130,9 @@ def _dispatch_q(attribute: str):  # type: ignore[no-untyped-def]
 
     def typer(P, q):  # type: ignore[no-untyped-def]
         fam = _family(P)
-        if fam is None:
+        fn = None if fam is None else getattr(fam, attribute)
+        if fn is None:
             return None
-        fn = getattr(fam, attribute)
         return lambda P, q: fn(P, q)
 
     return typer
@@ -146,7 +152,7 @@ def _dispatch_q_qd(attribute: str):  # type: ignore[no-untyped-def]
 
 
 # inline: the one-line dispatch adds no compiled function of its own
-for _stub in (statics_terms, fk, task_jacobian, G, dG):
+for _stub in (statics_terms, fk, task_jacobian, G, dG, potential):
     overload(_stub, inline="always")(_dispatch_q(_stub.__name__))
 overload(dynamics_terms, inline="always")(_dispatch_q_qd("dynamics_terms"))
 overload(as_arrays, inline="always")(_as_arrays)

@@ -250,14 +250,13 @@ _JACOBI_SWEEPS = 60
 
 
 @njit(cache=True)
-def pinv(a: np.ndarray) -> np.ndarray:
-    """Moore–Penrose pseudo-inverse ``a⁺ = V Σ⁺ Uᵀ`` by one-sided Jacobi SVD.
+def _jacobi_columns(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+    """One-sided Jacobi on ``b = a`` (tall or square) or ``b = aᵀ`` (wide): ``(U, V, wide)``
+    with ``b V = U`` and the columns of ``U`` mutually orthogonal, ``σ_i = ‖U_i‖``.
 
-    ``numpy.linalg.pinv`` semantics (singular values ``≤ 1e-15 σ_max`` dropped) without
-    LAPACK: at a few rows Jacobi rotations are cheap, accurate to a few ulps relative to
-    ``σ_max`` (Demmel–Veselić), and far quicker to compile than Numba's ``gesdd`` binding.
-    Works on ``b = a`` (tall) or ``b = aᵀ`` (wide): columns of ``U = b V`` are rotated
-    pairwise until orthogonal, then ``σ_i = ‖U_i‖``.
+    Columns are rotated pairwise until orthogonal to working precision: at a few rows this is
+    cheap and accurate to a few ulps relative to ``σ_max`` (Demmel–Veselić), and far quicker
+    to compile than Numba's ``gesdd`` binding.
     """
     rows, cols = a.shape
     wide = rows < cols
@@ -293,6 +292,18 @@ def pinv(a: np.ndarray) -> np.ndarray:
                     v[r, j] = s * vi + c * v[r, j]
         if not rotated:
             break
+    return b, v, wide
+
+
+@njit(cache=True)
+def pinv(a: np.ndarray) -> np.ndarray:
+    """Moore–Penrose pseudo-inverse ``a⁺ = V Σ⁺ Uᵀ`` by one-sided Jacobi SVD.
+
+    ``numpy.linalg.pinv`` semantics (singular values ``≤ 1e-15 σ_max`` dropped) without
+    LAPACK (see :func:`_jacobi_columns`).
+    """
+    b, v, wide = _jacobi_columns(a)
+    p, q = b.shape
     sigma = np.empty(q)
     for i in range(q):
         sigma[i] = norm(b[:, i])
@@ -306,3 +317,74 @@ def pinv(a: np.ndarray) -> np.ndarray:
                 for c2 in range(p):
                     out[r, c2] += vr * b[c2, i]
     return out.T.copy() if wide else out
+
+
+@njit(cache=True)
+def smallest_singular(a: np.ndarray) -> float:
+    """``σ_min(a)``, the smallest of its ``min(rows, cols)`` singular values (NaN if empty)."""
+    if a.size == 0:
+        return math.nan
+    b, _, _ = _jacobi_columns(a)
+    smallest = math.inf
+    for i in range(b.shape[1]):
+        smallest = min(smallest, norm(b[:, i]))
+    return smallest
+
+
+@njit(cache=True)
+def eigh(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Eigenvalues (ascending) and eigenvectors (columns) of the symmetric matrix ``a``
+    (``numpy.linalg.eigh``), by cyclic Jacobi rotations.
+
+    Each rotation zeroes one off-diagonal pair; sweeps stop when every off-diagonal entry is
+    below ``ε √|a_pp a_qq|`` (or zero). Eigenvalues come out accurate to a few ulps of ``‖a‖``;
+    eigenvectors are determined up to sign (and, for repeated eigenvalues, up to a rotation
+    within their eigenspace), so callers use only sign- and basis-independent combinations
+    such as ``V f(Λ) Vᵀ``.
+    """
+    n = a.shape[0]
+    w = a.copy()
+    v = np.eye(n)
+    eps = 2.220446049250313e-16
+    for _ in range(_JACOBI_SWEEPS):
+        rotated = False
+        for p in range(n - 1):
+            for q in range(p + 1, n):
+                apq = w[p, q]
+                if apq == 0.0 or abs(apq) <= eps * math.sqrt(abs(w[p, p] * w[q, q])):
+                    continue
+                rotated = True
+                theta = (w[q, q] - w[p, p]) / (2.0 * apq)
+                t = (1.0 if theta >= 0.0 else -1.0) / (abs(theta) + math.sqrt(theta * theta + 1.0))
+                c = 1.0 / math.sqrt(t * t + 1.0)
+                s = t * c
+                for r in range(n):  # columns p, q of w
+                    wrp = w[r, p]
+                    wrq = w[r, q]
+                    w[r, p] = c * wrp - s * wrq
+                    w[r, q] = s * wrp + c * wrq
+                for r in range(n):  # rows p, q
+                    wpr = w[p, r]
+                    wqr = w[q, r]
+                    w[p, r] = c * wpr - s * wqr
+                    w[q, r] = s * wpr + c * wqr
+                w[p, q] = 0.0
+                w[q, p] = 0.0
+                for r in range(n):
+                    vrp = v[r, p]
+                    vrq = v[r, q]
+                    v[r, p] = c * vrp - s * vrq
+                    v[r, q] = s * vrp + c * vrq
+        if not rotated:
+            break
+    vals = np.empty(n)
+    for i in range(n):
+        vals[i] = w[i, i]
+    order = np.argsort(vals)
+    out_vals = np.empty(n)
+    out_vecs = np.empty((n, n))
+    for j in range(n):
+        out_vals[j] = vals[order[j]]
+        for r in range(n):
+            out_vecs[r, j] = v[r, order[j]]
+    return out_vals, out_vecs

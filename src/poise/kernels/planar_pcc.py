@@ -13,6 +13,7 @@ A mass point of segment i at fraction s sits at ``base + Σ_{k<i} T_k(1) + T_i(s
 Jacobian is ``J_j = i Σ_{j<k≤i} T_k + D_j``. With the mass-weighted sums per segment
 ``t_k = Σ_p m_p T_pk`` (likewise ``d_k``, ``d2_k``):
 
+* ``U = g (M y_base + Im Σ_k t_k) + ½ Σ_j K_j (θ_j − θ_rest,j)²`` (M the total mass);
 * ``G_j = g Im(i Σ_{k>j} t_k + d_j) + K_j (θ_j − θ_rest,j)``;
 * ``∂G_j/∂θ_l = g Im(−Σ_{k>max(j,l)} t_k + i d_j [l<j] + i d_l [j<l] + d2_j [j=l]) + K_j [j=l]``;
 * ``M = Σ_p m_p Re(J_pᴴ J_p)``, ``C(q, q̇) q̇ = Σ_p m_p Re(J_pᴴ a_p)`` with
@@ -89,30 +90,33 @@ def f_funcs(y: float) -> tuple[complex, complex, complex]:
     if abs(y) < _SERIES_RADIUS:
         r0 = i0 = r1 = i1 = r2 = i2 = 0.0
         t = 1.0  # yᵏ / k!
-        for k in range(_SERIES_TERMS + 1):
-            a0 = t * _RECIPROCALS[k + 1]
-            a1 = t * _RECIPROCALS[k + 2]
-            a2 = t * _RECIPROCALS[k + 3]
-            phase = k % 4  # iᵏ = 1, i, −1, −i
-            if phase == 0:
-                r0 += a0
-                r1 += a1
-                r2 += a2
-            elif phase == 1:
-                i0 += a0
-                i1 += a1
-                i2 += a2
-            elif phase == 2:
-                r0 -= a0
-                r1 -= a1
-                r2 -= a2
-            else:
-                i0 -= a0
-                i1 -= a1
-                i2 -= a2
+        k = 0
+        while True:  # four terms per pass, one per phase iᵏ = 1, i, −1, −i (no branch on k)
+            r0 += t * _RECIPROCALS[k + 1]
+            r1 += t * _RECIPROCALS[k + 2]
+            r2 += t * _RECIPROCALS[k + 3]
             t = t * y * _RECIPROCALS[k + 1]
-            if abs(t) < 1e-20:
+            if abs(t) < 1e-20 or k + 1 > _SERIES_TERMS:
                 break
+            i0 += t * _RECIPROCALS[k + 2]
+            i1 += t * _RECIPROCALS[k + 3]
+            i2 += t * _RECIPROCALS[k + 4]
+            t = t * y * _RECIPROCALS[k + 2]
+            if abs(t) < 1e-20 or k + 2 > _SERIES_TERMS:
+                break
+            r0 -= t * _RECIPROCALS[k + 3]
+            r1 -= t * _RECIPROCALS[k + 4]
+            r2 -= t * _RECIPROCALS[k + 5]
+            t = t * y * _RECIPROCALS[k + 3]
+            if abs(t) < 1e-20 or k + 3 > _SERIES_TERMS:
+                break
+            i0 -= t * _RECIPROCALS[k + 4]
+            i1 -= t * _RECIPROCALS[k + 5]
+            i2 -= t * _RECIPROCALS[k + 6]
+            t = t * y * _RECIPROCALS[k + 4]
+            if abs(t) < 1e-20 or k + 4 > _SERIES_TERMS:
+                break
+            k += 4
         return complex(r0, i0), complex(r1, i1), complex(r2, i2)
     c = math.cos(y)
     s = math.sin(y)
@@ -261,6 +265,27 @@ def dG(P: PCCArrays, q: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True)
+def potential(P: PCCArrays, q: np.ndarray) -> float:
+    """``U = g Σ_p m_p y_p + ½ Σ K (θ − θ_rest)²`` [J], with ``Σ_p m_p p_p = M base + Σ_k t_k``
+    (``t_k`` the mass-weighted segment sums of the module docstring)."""
+    rot = _rotations(P, q)
+    heights = 0.0  # Σ_k Im t_k
+    elastic = 0.0
+    total = 0.0  # M [kg]
+    for k in range(q.size):
+        f0, _, _ = f_funcs(q[k])
+        ts = 0j
+        for s in P.fractions:
+            g0, _, _ = f_funcs(s * q[k])
+            ts += rot[k] * s * g0
+        heights += (P.mass_after[k] * rot[k] * f0 + P.point_mass[k] * ts).imag
+        total += P.point_mass[k] * P.fractions.size
+        dq = q[k] - P.q_rest[k]
+        elastic += dq * (P.stiffness[k] * dq)
+    return P.gravity * (total * P.base[1] + heights) + 0.5 * elastic
+
+
+@njit(cache=True)
 def statics_terms(
     P: PCCArrays, q: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -299,14 +324,15 @@ def dynamics_terms(
     gsum = np.zeros(n, dtype=np.complex128)
     J = np.empty(n, dtype=np.complex128)
     for i in range(n):  # segment of the point
+        a_before = 0j  # Σ_{k<i} a_k(1)
+        for k in range(i):
+            a_before += a1[k]
         for s in P.fractions:
             g0, g1, g2 = f_funcs(s * q[i])
             Ts = rot[i] * s * g0
             Ds = 1j * rot[i] * (s * s) * g1
             D2s = -rot[i] * (s * s * s) * g2
-            a = -Ts * omega[i] ** 2 + 2j * Ds * omega[i] * qd[i] + D2s * qd[i] ** 2
-            for k in range(i):
-                a += a1[k]
+            a = -Ts * omega[i] ** 2 + 2j * Ds * omega[i] * qd[i] + D2s * qd[i] ** 2 + a_before
             # J_j = i Σ_{j<k≤i} T_k + D_j for j ≤ i (T_i, D_i at fraction s), 0 beyond
             after = Ts
             J[i] = Ds
@@ -314,12 +340,15 @@ def dynamics_terms(
                 J[j] = 1j * after + D1[j]
                 after += T1[j]
             w = P.point_mass[i]
-            for j in range(i + 1):
-                cj = J[j].conjugate()
+            for j in range(i + 1):  # Re(J̄_j z) = Re J_j Re z + Im J_j Im z; M symmetric
+                jr, ji = J[j].real, J[j].imag
                 gsum[j] += w * J[j]
-                bias[j] += w * (cj * a).real
-                for l in range(i + 1):
-                    M[j, l] += w * (cj * J[l]).real
+                bias[j] += w * (jr * a.real + ji * a.imag)
+                for l in range(j + 1):
+                    M[j, l] += w * (jr * J[l].real + ji * J[l].imag)
+    for j in range(n):
+        for l in range(j):
+            M[l, j] = M[j, l]
     G = np.empty(n)
     for j in range(n):
         G[j] = P.gravity * gsum[j].imag + P.stiffness[j] * (q[j] - P.q_rest[j])
@@ -327,4 +356,5 @@ def dynamics_terms(
 
 
 register(FamilyKernels("planar_pcc", PCCArrays, fk=fk, task_jacobian=task_jacobian, G=G, dG=dG,
-                       statics_terms=statics_terms, dynamics_terms=dynamics_terms))
+                       statics_terms=statics_terms, dynamics_terms=dynamics_terms,
+                       potential=potential))

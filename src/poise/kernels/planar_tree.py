@@ -6,7 +6,8 @@ Body directions ``ψ = S q + ψ₀`` [rad from +x]; every point is ``base + Σ_b
 
 * task ``h_r = base + Σ_b rows_rb u(ψ_b)`` (x or y component per row), Jacobian
   ``∂h_r/∂q_j = Σ_b rows_rb u⊥(ψ_b) S_bj`` with ``u⊥ = (−sin ψ, cos ψ)``;
-* ``G = g Sᵀ (a_w ∘ cos ψ) + K (q − q_rest)``, ``∂G/∂q = −g Sᵀ diag(a_w ∘ sin ψ) S + K``;
+* ``U = g (a_wᵀ sin ψ + M y_base) + ½ (q − q_rest)ᵀ K (q − q_rest)``,
+  ``G = g Sᵀ (a_w ∘ cos ψ) + K (q − q_rest)``, ``∂G/∂q = −g Sᵀ diag(a_w ∘ sin ψ) S + K``;
 * ``M = Sᵀ (cos(ψ_a − ψ_b) ∘ M_w + diag(I)) S``, ``C(q, q̇) q̇ = Sᵀ (sin(ψ_a − ψ_b) ∘ M_w) ψ̇²``.
 """
 
@@ -40,6 +41,7 @@ class TreeArrays(NamedTuple):
     M_w: np.ndarray  # (n, n) Wᵀ diag(m) W over the centres of mass [kg·m²]
     inertias: np.ndarray  # (n,) about the centres of mass [kg·m²]
     damping: np.ndarray  # (n,) joint viscous damping D [N·m·s/rad]
+    total_mass: float  # Σ m [kg]
 
 
 def pack_tree(model: PlanarTree) -> TreeArrays:
@@ -54,6 +56,7 @@ def pack_tree(model: PlanarTree) -> TreeArrays:
         is_y=np.array(model._task_is_y, dtype=np.bool_), gravity=float(model.gravity),
         a_w=f(model.a_w), stiffness=f(model.stiffness), q_rest=f(model.q_rest),
         M_w=f(model.M_w), inertias=f(model.inertias), damping=f(model.damping),
+        total_mass=float(model.total_mass),
     )
 
 
@@ -169,6 +172,19 @@ def statics_terms(
 
 
 @njit(cache=True)
+def potential(P: TreeArrays, q: np.ndarray) -> float:
+    """``U = g (a_wᵀ sin ψ + M y_base) + ½ (q − q_rest)ᵀ K (q − q_rest)`` [J]."""
+    _, s = _cos_sin(P, q)
+    grav = 0.0
+    elastic = 0.0
+    for b in range(q.size):
+        grav += P.a_w[b] * s[b]
+        dq = q[b] - P.q_rest[b]
+        elastic += dq * (P.stiffness[b] * dq)
+    return P.gravity * (grav + P.total_mass * P.base[1]) + 0.5 * elastic
+
+
+@njit(cache=True)
 def dynamics_terms(
     P: TreeArrays, q: np.ndarray, qd: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -207,4 +223,5 @@ def dynamics_terms(
 
 
 register(FamilyKernels("planar_tree", TreeArrays, fk=fk, task_jacobian=task_jacobian, G=G, dG=dG,
-                       statics_terms=statics_terms, dynamics_terms=dynamics_terms))
+                       statics_terms=statics_terms, dynamics_terms=dynamics_terms,
+                       potential=potential))

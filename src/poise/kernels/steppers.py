@@ -76,7 +76,10 @@ class CompiledStepper:
         self._p: object = None  # the live parameters converted last, and their conversion
         self._pv: tuple[Any, ...] = ()
         self._code = steps.ALGORITHM_CODES[self.name]
-        self._qu_next: FloatArray = self._state[self._qu]
+        self._qa_min = _f64(model.qa_min)
+        self._qa_max = _f64(model.qa_max)
+        #: ``[qa; qu]`` last proposed (the state's own until the first ``propose``)
+        self._proposed = np.concatenate([self._state[self._qa], self._state[self._qu]])
 
     def _propose(self, p: StepParams, x: FloatArray | None, dt: float) -> FloatArray:
         target, update, gamma, gamma_z, gamma_e, damping = (
@@ -84,14 +87,15 @@ class CompiledStepper:
         state = self._state
         out, status = steps.propose(self._C, self._C_inv, self._m, self._k, self._code, state,
                                     state[self._x] if x is None else _f64(x), target, update,
-                                    gamma, gamma_z, gamma_e, damping, float(dt), self.max_step)
+                                    gamma, gamma_z, gamma_e, damping, float(dt), self.max_step,
+                                    self._qa_min, self._qa_max)
         if status != steps.OK:
             raise np.linalg.LinAlgError(f"{self.name} step: singular matrix")
-        self._qu_next = out[self._m:]
+        self._proposed = out
         return out[:self._m]
 
     def _commit(self, qa: FloatArray) -> int:
-        new, status = steps.commit(self._args, self._code, self._state, qa, self._qu_next,
+        new, status = steps.commit(self._args, self._code, self._state, qa, self._proposed,
                                    self.statics_tol, self.newton_iter)
         self._state = new
         return int(status)
@@ -129,11 +133,18 @@ class CompiledStepper:
 
     def _set(self, q: FloatArray) -> None:
         self._state = steps.blocks(self._args, _f64(q))
+        self._proposed = np.concatenate([self._state[self._qa], self._state[self._qu]])
 
     def reset(self, q: FloatArray, qa_min: FloatArray, qa_max: FloatArray) -> None:
-        """Start from the measured configuration ``q`` (bumpless start / algorithm switch)."""
+        """Start from the measured configuration ``q`` (bumpless start / algorithm switch);
+        ``qa_min``, ``qa_max``: the actuator limits Algorithm 2's rates respect."""
         qa, qu = split(self.model, q)
+        self._limits(qa_min, qa_max)
         self._set(join(self.model, np.clip(qa, qa_min, qa_max), qu))
+
+    def _limits(self, qa_min: FloatArray, qa_max: FloatArray) -> None:
+        self._qa_min = np.array(qa_min, dtype=np.float64)
+        self._qa_max = np.array(qa_max, dtype=np.float64)
 
     def _values(self, p: StepParams) -> tuple[Any, ...]:
         """``(target, update code, γ, γ_Z, γ_E, λ)`` as the kernels take them, converted once
@@ -172,6 +183,7 @@ class CompiledAlg1Stepper(CompiledStepper):
 
     def reset(self, q: FloatArray, qa_min: FloatArray, qa_max: FloatArray) -> None:
         qa, qu = split(self.model, q)
+        self._limits(qa_min, qa_max)
         self._solve(np.clip(qa, qa_min, qa_max), qu)
 
     def propose(self, p: StepParams, x: FloatArray | None, dt: float) -> FloatArray:

@@ -24,6 +24,7 @@ import math
 import numpy as np
 from numba import njit
 
+from poise.ik.held_limits import LIMIT_TOL as _LIMIT_TOL
 from poise.kernels import family
 from poise.kernels.blocks import fill, offsets, state_at, unpack
 from poise.kernels.linalg import (
@@ -43,6 +44,9 @@ from poise.kernels.linalg import (
 OK = 0
 SINGULAR = 1
 FALLBACK = 2
+
+#: An actuator within this distance of a limit is at it (:data:`poise.ik.held_limits.LIMIT_TOL`).
+LIMIT_TOL = _LIMIT_TOL
 
 #: Algorithm 1 update laws, by the names of :data:`poise.ik.held.Update`.
 UPDATE_CODES = {"inverse": 0, "pinv": 1, "dls": 2, "transpose": 3}
@@ -73,7 +77,7 @@ def blocks(args, q):  # type: ignore[no-untyped-def]
 
 @njit(cache=True)
 def propose(C, C_inv, m, k, algorithm, state, x, target, update, gamma, gamma_z, gamma_e,
-            damping, dt, max_step):  # type: ignore[no-untyped-def]
+            damping, dt, max_step, qa_min, qa_max):  # type: ignore[no-untyped-def]
     """The IK update of one cycle (the ``propose`` of the steppers).
 
     It reads the model only through the state's blocks and ``C``, so one compiled kernel
@@ -86,10 +90,12 @@ def propose(C, C_inv, m, k, algorithm, state, x, target, update, gamma, gamma_z,
         gamma: Γ of Algorithm 1 and plain CLIK; gamma_z, gamma_e: ΓZ, ΓE of Algorithm 2 [1/s].
         damping: λ; dt: Δt [s]; max_step: largest joint change per cycle [rad]
             (Algorithm 2, plain CLIK).
+        qa_min, qa_max: the actuator limits (m,) Algorithm 2's rates respect
+            (:func:`limited_rates`).
 
     Returns:
-        ``([qa_new; qu_next] (n,), status)``: ``qu_next`` is what Algorithm 2 and plain CLIK
-        commit with ``qa`` (zeros for Algorithm 1, whose commit re-solves the statics).
+        ``([qa_new; qu_next] (n,), status)``: the proposal :func:`commit` takes
+        (``qu_next`` zeros for Algorithm 1, whose commit re-solves the statics).
     """
     n = C.shape[0]
     if algorithm == 0:
@@ -99,16 +105,18 @@ def propose(C, C_inv, m, k, algorithm, state, x, target, update, gamma, gamma_z,
         return out, status
     if algorithm == 1:
         return alg2_propose(C_inv, m, k, state, x, target, gamma_z, gamma_e, damping, dt,
-                            max_step)
+                            max_step, qa_min, qa_max)
     return plain_propose(C, C_inv, m, k, state, x, target, gamma, damping, dt, max_step)
 
 
 @njit(cache=True)
-def commit(args, algorithm, state, qa, qu_next, tol, newton_iter):  # type: ignore[no-untyped-def]
+def commit(args, algorithm, state, qa, proposed, tol, newton_iter):  # type: ignore[no-untyped-def]
     """The new state after the safety layer accepted ``qa`` (the ``commit`` of the steppers).
 
-    Algorithm 1 re-solves the statics (:func:`alg1_commit`; tolerance ``tol`` [N·m], at most
-    ``newton_iter`` Newton steps); Algorithm 2 and plain CLIK take ``q = C⁻¹ [qa; qu_next]``.
+    ``proposed`` is :func:`propose`'s ``[qa_new; qu_next]``. Algorithm 1 re-solves the statics
+    (:func:`alg1_commit`; tolerance ``tol`` [N·m], at most ``newton_iter`` Newton steps);
+    Algorithm 2 takes ``q = C⁻¹ [qa; qu]`` with ``qu`` following the statics law for the
+    motion really made (:func:`follow_statics`), plain CLIK ``q = C⁻¹ [qa; qu_next]``.
 
     Returns:
         ``(new state, status)``; :data:`FALLBACK` (Algorithm 1 only) returns the old state.
@@ -116,7 +124,13 @@ def commit(args, algorithm, state, qa, qu_next, tol, newton_iter):  # type: igno
     P = family.as_arrays(args)
     if algorithm == 0:
         return alg1_commit(P, state, qa, tol, newton_iter)
-    return state_at(P, _join(P.C_inv, qa, qu_next)), OK
+    m = qa.size
+    qu = proposed[m:]
+    if algorithm == 1:
+        n, k = P.C.shape[0], P.task_dim
+        _, _, _, _, _, _, _, _, Hua, Huu, _ = unpack(state, n, m, k)
+        qu = follow_statics(Hua, Huu, proposed[:m], proposed[m:], qa)
+    return state_at(P, _join(P.C_inv, qa, qu)), OK
 
 
 @njit(cache=True, inline="always")
@@ -287,23 +301,141 @@ def alg2_rates(Ja, Ju, Hua, Huu, ex, eE, gamma_z, gamma_e, damping):  # type: ig
     return rates, True
 
 
+@njit(cache=True)
+def limited_rates(Ja, Ju, Hua, Huu, qa, ex, eE, gamma_z, gamma_e, damping, qa_min, qa_max):  # type: ignore[no-untyped-def]
+    """Algorithm 2's rates within the actuator limits (:func:`poise.ik.held.limited_rates`):
+    :func:`alg2_rates`, or where an actuator at a limit is pushed past it, the bounded
+    least-squares rates of :mod:`poise.ik.held_limits`. Returns ``(rates, ok)``."""
+    rates, ok = alg2_rates(Ja, Ju, Hua, Huu, ex, eE, gamma_z, gamma_e, damping)
+    if not ok:
+        return rates, False
+    m = qa.size
+    upper = np.empty(m, dtype=np.bool_)
+    lower = np.empty(m, dtype=np.bool_)
+    for i in range(m):
+        upper[i] = qa[i] >= qa_max[i] - LIMIT_TOL
+        lower[i] = qa[i] <= qa_min[i] + LIMIT_TOL
+    locked = _outward(rates[:m], upper, lower)
+    if not locked.any():
+        return rates, True
+    solved, ok = solve_mat(Huu, _stack(Hua, gamma_e * eE))
+    if not ok:
+        return rates, False
+    s_a = solved[:, :m].copy()
+    s_e = solved[:, m].copy()
+    jac = Ja - matmul(Ju, s_a)
+    r = gamma_z * ex - matvec(Ju, s_e)
+    qa_dot, ok = bounded_least_squares(jac, r, locked, upper, lower, damping)
+    if not ok:
+        return rates, False
+    out = np.empty(rates.size)
+    out[:m] = qa_dot
+    out[m:] = s_e - matvec(s_a, qa_dot)
+    return out, True
+
+
 @njit(cache=True, inline="always")
-def alg2_propose(C_inv, m, k, state, x, target, gamma_z, gamma_e, damping, dt, max_step):  # type: ignore[no-untyped-def]
-    """One Algorithm-2 step (``Alg2Stepper.propose``): ``ḟ = ΓZ ex``, ``Ġu = −ΓE Gu``.
+def _outward(qa_dot, upper, lower):  # type: ignore[no-untyped-def]
+    """Actuators whose rate pushes them past the limit they are at (m,) bool."""
+    out = np.empty(qa_dot.size, dtype=np.bool_)
+    for i in range(qa_dot.size):
+        out[i] = (upper[i] and qa_dot[i] > 0.0) or (lower[i] and qa_dot[i] < 0.0)
+    return out
+
+
+@njit(cache=True)
+def bounded_least_squares(jac, r, locked, upper, lower, damping):  # type: ignore[no-untyped-def]
+    """``min ‖J q̇a − r‖`` under the limits' sign constraints by an active set
+    (:func:`poise.ik.held_limits.bounded_least_squares`). Returns ``(q̇a, ok)``."""
+    k, m = jac.shape
+    locked = locked.copy()
+    qa_dot = np.zeros(m)
+    for _ in range(3 * m):
+        nfree = 0
+        for i in range(m):
+            if not locked[i]:
+                nfree += 1
+        free_idx = np.empty(nfree, dtype=np.int64)
+        j = 0
+        for i in range(m):
+            if not locked[i]:
+                free_idx[j] = i
+                j += 1
+        qa_dot = np.zeros(m)
+        if nfree > 0:
+            sub = np.empty((k, nfree))
+            for c in range(nfree):
+                sub[:, c] = jac[:, free_idx[c]]
+            inv, ok = damped_pinv(sub, damping)
+            if not ok:
+                return qa_dot, False
+            sol = matvec(inv, r)
+            for c in range(nfree):
+                qa_dot[free_idx[c]] = sol[c]
+        out = _outward(qa_dot, upper, lower)
+        newly = False
+        for i in range(m):
+            if out[i] and not locked[i]:
+                locked[i] = True
+                newly = True
+        if newly:
+            continue
+        multiplier = rmatvec(jac, r - matvec(jac, qa_dot))  # −∂/∂q̇a ½‖J q̇a − r‖²
+        best = -1
+        big = -1.0
+        for i in range(m):
+            inward = (upper[i] and multiplier[i] < 0.0) or (lower[i] and multiplier[i] > 0.0)
+            if locked[i] and inward and abs(multiplier[i]) > big:
+                big = abs(multiplier[i])
+                best = i
+        if best < 0:
+            return qa_dot, True
+        locked[best] = False
+    out = _outward(qa_dot, upper, lower)
+    for i in range(m):
+        if out[i]:
+            qa_dot[i] = 0.0  # cap reached: stay within the constraints
+    return qa_dot, True
+
+
+@njit(cache=True)
+def follow_statics(Hua, Huu, qa_proposed, qu_proposed, qa):  # type: ignore[no-untyped-def]
+    """``q̄u`` for the actuator motion really made (:func:`poise.ik.held.follow_statics`):
+    ``qu_proposed − Huu⁻¹ Hua (qa − qa_proposed)``, ``qu_proposed`` when ``qa`` is the proposal
+    or ``Huu`` is singular."""
+    same = True
+    for i in range(qa.size):
+        if qa[i] != qa_proposed[i]:
+            same = False
+            break
+    if same or Huu.shape[0] == 0:
+        return qu_proposed.copy()
+    step, ok = solve_vec(Huu, matvec(Hua, qa - qa_proposed))
+    if not ok:
+        return qu_proposed.copy()
+    return qu_proposed - step
+
+
+@njit(cache=True, inline="always")
+def alg2_propose(C_inv, m, k, state, x, target, gamma_z, gamma_e, damping, dt, max_step,
+                 qa_min, qa_max):  # type: ignore[no-untyped-def]
+    """One Algorithm-2 step (``Alg2Stepper.propose``): ``ḟ = ΓZ ex``, ``Ġu = −ΓE Gu`` within
+    the actuator limits (:func:`limited_rates`).
 
     A singular system is retried with ``λ = max(damping, 1e-6)``, as the reference does; the
     step is bounded to ``max_step`` [rad] per joint.
 
     Returns:
-        ``([qa_new; qu_next] (n,), status)``; the caller keeps ``qu_next`` for the commit.
+        ``([qa_new; qu_next] (n,), status)``; the caller keeps it for the commit.
     """
     n = C_inv.shape[0]
     _, qa, qu, _, _, Gu, Ja, Ju, Hua, Huu, _ = unpack(state, n, m, k)
     ex = target - x
-    rates, ok = alg2_rates(Ja, Ju, Hua, Huu, ex, -Gu, gamma_z, gamma_e, damping)
+    rates, ok = limited_rates(Ja, Ju, Hua, Huu, qa, ex, -Gu, gamma_z, gamma_e, damping, qa_min,
+                              qa_max)
     if not ok:
-        rates, ok = alg2_rates(Ja, Ju, Hua, Huu, ex, -Gu, gamma_z, gamma_e,
-                               max(damping, 1e-6))
+        rates, ok = limited_rates(Ja, Ju, Hua, Huu, qa, ex, -Gu, gamma_z, gamma_e,
+                                  max(damping, 1e-6), qa_min, qa_max)
         if not ok:
             return np.zeros(n), SINGULAR
     delta = _bounded(C_inv, dt * rates, max_step)

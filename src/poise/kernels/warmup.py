@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from poise.kernels import steps
+from poise.kernels import held_solve, steps
 from poise.kernels.packed import PackedModel
 
 
@@ -40,10 +40,13 @@ class WarmUpReport:
                 f"(slowest {slowest})")
 
 
-def warm_up(packed: PackedModel, *, dynamics: bool = True) -> WarmUpReport:
+def warm_up(packed: PackedModel, *, dynamics: bool = True, solvers: bool = True
+            ) -> WarmUpReport:
     """Call every kernel a run uses once for ``packed``: ``fk`` and ``G``, the stepper
-    kernels (``blocks``, ``propose`` and ``commit`` of each algorithm) and, with ``dynamics``,
-    the simulator's right-hand side."""
+    kernels (``blocks``, ``propose`` and ``commit`` of each algorithm), with ``solvers`` the
+    offline solves (:mod:`poise.kernels.held_solve`: statics, Algorithm 1 and 2 attempts,
+    which the planner runs when a target arrives) and, with ``dynamics``, the simulator's
+    right-hand side."""
     n, m, k = packed.n, packed.m, packed.task_dim
     args = packed.args
     q = np.zeros(n)
@@ -60,15 +63,33 @@ def warm_up(packed: PackedModel, *, dynamics: bool = True) -> WarmUpReport:
     run("fk", steps.fk, q)
     run("G", steps.G, q)
     state = run("blocks", steps.blocks, q)
-    empty = np.zeros(0)
     C, C_inv = packed.arrays.C, packed.arrays.C_inv
+    qa_min, qa_max = np.full(m, -1.0), np.full(m, 1.0)
     for name, code in steps.ALGORITHM_CODES.items():
         t0 = time.perf_counter()
         out, _ = steps.propose(C, C_inv, m, k, code, state, x, x, steps.UPDATE_CODES["dls"],
-                               1.0, 1.0, 1.0, 1e-2, 1e-3, 0.05)
+                               1.0, 1.0, 1.0, 1e-2, 1e-3, 0.05, qa_min, qa_max)
         times[f"propose {name}"] = time.perf_counter() - t0
-        run(f"commit {name}", steps.commit, code, state, out[:m], out[m:] if code else empty,
-            1e-8, 4)
+        run(f"commit {name}", steps.commit, code, state, out[:m], out, 1e-8, 4)
+    if solvers:
+        warm_up_solvers(packed, run)
     if dynamics:
         run("acceleration", steps.acceleration, q, q, np.zeros(m))
     return WarmUpReport(packed.name, time.perf_counter() - t_start, times)
+
+
+def warm_up_solvers(packed: PackedModel, run) -> None:  # type: ignore[no-untyped-def]
+    """The offline solves' kernels, with the argument types :mod:`poise.kernels.solvers`
+    passes (one iteration each: compiling is what takes time)."""
+    from poise.ik import statics as ref
+
+    n, m, k = packed.n, packed.m, packed.task_dim
+    q, x = np.zeros(n), np.zeros(k)
+    lo, hi = np.full(m, -1.0), np.full(m, 1.0)
+    run("statics solve", held_solve.statics_solve, np.zeros(m), np.zeros(n - m), 1e-9,
+        ref.MAX_ITER, ref.MIN_CURVATURE, ref.NEGATIVE_CURVATURE_STEP)
+    run("algorithm 1 attempt", held_solve.alg1_attempt, x, q, lo, hi, steps.UPDATE_CODES["dls"],
+        1e-3, 1.0, 1.0, 1e-6, 1e-9, ref.MAX_ITER, ref.MIN_CURVATURE,
+        ref.NEGATIVE_CURVATURE_STEP, 1, 50, False)
+    run("algorithm 2 attempt", held_solve.alg2_attempt, x, q, lo, hi, 1.0, 1.0, 0.5, 0.0, 0.1,
+        1e-6, 1e-9, 1, 50, False)

@@ -39,16 +39,21 @@ def family_keys() -> dict[str, Table]:
     return out
 
 
-def _number(gt: float | None, ge: float | None, finite: bool) -> dict[str, Any]:
+def _number(gt: float | None, ge: float | None, finite: bool, le: float | None = None,
+            magnitude: float | None = MAX_MAGNITUDE) -> dict[str, Any]:
+    """A number's bounds: the declared ones; a finite number without one is bounded by
+    ``±magnitude`` (model files: :data:`MAX_MAGNITUDE`; ``None``: no such bound)."""
     out: dict[str, Any] = {"type": "number"}
     if gt is not None:
         out.update(minimum=gt, exclusiveMinimum=True)
     elif ge is not None:
         out["minimum"] = ge
-    elif finite:
-        out["minimum"] = -MAX_MAGNITUDE
-    if finite:
-        out["maximum"] = MAX_MAGNITUDE
+    elif finite and magnitude is not None:
+        out["minimum"] = -magnitude
+    if le is not None:
+        out["maximum"] = le
+    elif finite and magnitude is not None:
+        out["maximum"] = magnitude
     return out
 
 
@@ -59,17 +64,22 @@ def _default(value: Any) -> Any:
     return value
 
 
-def key_schema(key: Key) -> dict[str, Any]:
-    """The schema of one key's value."""
+def key_schema(key: Key, magnitude: float | None = MAX_MAGNITUDE) -> dict[str, Any]:
+    """The schema of one key's value (``magnitude``: the bound of finite numbers declared
+    without one, see :func:`_number`)."""
     kind = key.kind
     if kind == "number":
-        out = _number(key.gt, key.ge, key.finite)
+        out = _number(key.gt, key.ge, key.finite, key.le, magnitude)
     elif kind == "integer":
         out = {"type": "integer"}
         if key.ge is not None:
             out["minimum"] = key.ge
+        if key.le is not None:
+            out["maximum"] = key.le
         if key.choices:
             out["enum"] = list(key.choices)
+    elif kind == "boolean":
+        out = {"type": "boolean"}
     elif kind == "string":
         out = {"type": "string"}
         if key.choices:
@@ -77,7 +87,7 @@ def key_schema(key: Key) -> dict[str, Any]:
     elif kind == "strings":
         out = {"type": "array", "items": {"type": "string"}}
     elif kind == "vector":
-        item = _number(key.gt, key.ge, key.finite)
+        item = _number(key.gt, key.ge, key.finite, key.le, magnitude)
         if not key.finite:
             item["type"] = ["number", "null"]
         out = {"type": "array", "items": item}
@@ -85,14 +95,15 @@ def key_schema(key: Key) -> dict[str, Any]:
             out.update(minItems=key.size, maxItems=key.size)
     elif kind == "matrix":
         out = {"type": "array", "minItems": 1,
-               "items": {"type": "array", "minItems": 1, "items": _number(None, None, True)}}
+               "items": {"type": "array", "minItems": 1,
+                         "items": _number(None, None, True, magnitude=magnitude)}}
     elif kind == "direction":
         out = {"anyOf": [{"type": "string", "enum": list(key.choices)},
-                         _number(None, None, True)]}
+                         _number(None, None, True, magnitude=magnitude)]}
     elif kind == "table":
-        out = table_schema(key.table or {})
+        out = table_schema(key.table or {}, magnitude)
     elif kind == "tables":
-        out = {"type": "array", "minItems": 1, "items": table_schema(key.table or {})}
+        out = {"type": "array", "minItems": 1, "items": table_schema(key.table or {}, magnitude)}
     elif kind == "ignored":
         out = {"type": "object"}
     else:  # pragma: no cover - a new kind must be added here
@@ -104,11 +115,11 @@ def key_schema(key: Key) -> dict[str, Any]:
     return out
 
 
-def table_schema(keys: Table) -> dict[str, Any]:
+def table_schema(keys: Table, magnitude: float | None = MAX_MAGNITUDE) -> dict[str, Any]:
     """A table: its declared keys, the required ones, and nothing else."""
     out: dict[str, Any] = {
         "type": "object",
-        "properties": {name: key_schema(key) for name, key in keys.items()},
+        "properties": {name: key_schema(key, magnitude) for name, key in keys.items()},
         "additionalProperties": False,
     }
     required = [name for name, key in keys.items() if key.required]

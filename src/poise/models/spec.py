@@ -21,13 +21,14 @@ from typing import Any, Literal
 
 #: The kinds of value a key holds.
 #:
-#: ``number`` a real (``finite=False``: ±inf allowed), ``integer``, ``string`` (``choices``:
-#: one of them), ``strings`` a list of strings, ``vector`` a list of numbers (``finite=False``:
-#: ``null`` / ±inf entries mean unlimited; ``gt``/``ge`` bound every entry), ``matrix`` a list
-#: of rows, ``direction`` one of ``choices`` or an angle [rad], ``table`` a table of the keys
-#: in ``table``, ``tables`` a non-empty list of them, ``ignored`` any table (not read).
-Kind = Literal["number", "integer", "string", "strings", "vector", "matrix", "direction",
-               "table", "tables", "ignored"]
+#: ``number`` a real (``finite=False``: ±inf allowed), ``integer``, ``boolean``, ``string``
+#: (``choices``: one of them), ``strings`` a list of strings, ``vector`` a list of numbers
+#: (``finite=False``: ``null`` / ±inf entries mean unlimited; ``gt``/``ge``/``le`` bound every
+#: entry), ``matrix`` a list of rows, ``direction`` one of ``choices`` or an angle [rad],
+#: ``table`` a table of the keys in ``table``, ``tables`` a non-empty list of them, ``ignored``
+#: any table (not read).
+Kind = Literal["number", "integer", "boolean", "string", "strings", "vector", "matrix",
+               "direction", "table", "tables", "ignored"]
 
 #: Largest magnitude of any finite number in a model file (SI units): a length of 1e300 m is a
 #: mistake, and squaring it overflows.
@@ -36,7 +37,8 @@ MAX_MAGNITUDE = 1e6
 
 @dataclass(frozen=True)
 class Key:
-    """One key of a model-file table.
+    """One key of a model-file table (or of a run configuration: :mod:`poise.controller.config`
+    declares its keys with the same class).
 
     Attributes:
         kind: what the value is (:data:`Kind`).
@@ -45,8 +47,12 @@ class Key:
         default: the value when absent, if it is a constant (``None``: required, or computed
             by the family from other keys, e.g. ``com = length / 2``; ``doc`` says how).
         gt, ge: lower bound (``> gt`` / ``>= ge``) of a number, integer or vector entries.
+        le: upper bound (``<= le``) of the same. Run configurations use it; model files bound
+            every number by :data:`MAX_MAGNITUDE` instead, and their validator
+            (:class:`~poise.models.registry.Fields`) reads neither ``le`` nor ``boolean``.
         finite: ±inf (and ``null`` in vectors) refused.
-        choices: allowed strings (``string``, ``direction``) or integers (``integer``).
+        choices: allowed strings (``string``, ``direction``) or integers (``integer``); for a
+            ``number`` (run configurations), words allowed instead of a number.
         size: fixed length of a vector.
         table: the keys of a ``table`` / each of ``tables``.
     """
@@ -57,6 +63,7 @@ class Key:
     default: Any = None
     gt: float | None = None
     ge: float | None = None
+    le: float | None = None
     finite: bool = True
     choices: tuple[Any, ...] = ()
     size: int | None = None

@@ -6,6 +6,10 @@ control (PD on ``qa`` with effort feed-forward), sensors, and a fixed-step integ
   :mod:`poise.firmware_bridge.plant` (what ``poise device sim`` runs), optionally with a
   "physical" parameter file that differs from the nominal model.
 
+For models whose family has compiled kernels (planar_tree, planar_pcc: every reference model)
+the step and the sensor readout run compiled (:mod:`poise.sim.compiled`, compiled or loaded
+from Numba's cache when the simulator is made); ``compiled=False`` gives the numpy reference.
+
 See ``docs/simulator.md`` for the equations, integrator, gains and sensor models.
 """
 

@@ -32,6 +32,9 @@ import numpy as np
 from poise.models.base import FloatArray, MechanicalModel
 
 MODES: tuple[str, ...] = ("position", "hold", "disabled")
+#: Rows of :attr:`ActuatorController.drive` (5, m): feed-forward τ_ff, reference q̄a, K_P, K_D,
+#: effort limit τ_max.
+TAU_FF, REF, KP, KD, LIMIT = range(5)
 
 #: Damping ratio of the default actuator loop.
 ZETA = 1.0
@@ -142,33 +145,54 @@ class ActuatorController:
 
     Attributes:
         mode: ``"position"``, ``"hold"`` or ``"disabled"`` (starts disabled).
-        ref: position references q̄a (m,) [channel units].
-        tau_ff: effort feed-forward (m,) [effort units].
+        drive: the table (5, m) the compiled step reads: rows :data:`TAU_FF`, :data:`REF`,
+            :data:`KP`, :data:`KD`, :data:`LIMIT`; :attr:`tau_ff` and :attr:`ref` are views of
+            its rows.
     """
 
     def __init__(self, gains: ActuatorGains, m: int) -> None:
         if gains.kp.size != m:
             raise ValueError(f"actuator gains have {gains.kp.size} entries, the model has {m} "
                              "actuators")
-        self.gains = gains
+        self._gains = gains
         self.m = m
         self.mode = "disabled"
-        self.ref = np.zeros(m)
-        self.tau_ff = np.zeros(m)
+        self.drive = np.zeros((5, m))
+        self.drive[KP], self.drive[KD], self.drive[LIMIT] = gains.kp, gains.kd, gains.effort_limit
         self._cmd_ref = np.zeros(m)
         self._cmd_ff = np.zeros(m)
+
+    @property
+    def gains(self) -> ActuatorGains:
+        """PD gains and effort limits (fixed for the controller's life)."""
+        return self._gains
+
+    @property
+    def tau_ff(self) -> FloatArray:
+        """Effort feed-forward in effect (m,) [effort units] (a view of :attr:`drive`)."""
+        return self.drive[TAU_FF]
+
+    @property
+    def ref(self) -> FloatArray:
+        """Position references in effect q̄a (m,) [channel units] (a view of :attr:`drive`)."""
+        return self.drive[REF]
+
+    @property
+    def on(self) -> bool:
+        """Whether the drivers apply effort (``position`` or ``hold``)."""
+        return self.mode != "disabled"
 
     def set_mode(self, mode: str, qa_now: FloatArray) -> None:
         """Switch mode; ``hold`` latches ``q̄a = qa_now``."""
         if mode not in MODES:
             raise ValueError(f"mode {mode!r}: must be one of {', '.join(MODES)}")
         if mode == "position":
-            self.ref = self._cmd_ref.copy()
-            self.tau_ff = self._cmd_ff.copy()
+            self.drive[REF] = self._cmd_ref
+            self.drive[TAU_FF] = self._cmd_ff
         elif mode == "hold":
-            self.ref = np.array(qa_now, dtype=float)
+            self.drive[REF] = qa_now
         else:
-            self.tau_ff = np.zeros(self.m)
+            self.drive[TAU_FF] = 0.0
         self.mode = mode
 
     def command(self, qa_ref: Sequence[float] | FloatArray,
@@ -181,7 +205,7 @@ class ActuatorController:
                              f"{ref.size} and {ff.size}")
         self._cmd_ref, self._cmd_ff = ref, ff
         if self.mode == "position":
-            self.ref, self.tau_ff = ref, ff
+            self.drive[REF], self.drive[TAU_FF] = ref, ff
 
     def effort(self, qa: FloatArray, qad: FloatArray) -> FloatArray:
         """``τ`` (m,) for actuator positions ``qa`` and velocities ``qad`` (clipped)."""
@@ -192,5 +216,6 @@ class ActuatorController:
         return np.clip(tau, -g.effort_limit, g.effort_limit)
 
 
-__all__ = ["EFFORT_LIMITS", "MODES", "ActuatorController", "ActuatorGains", "actuator_inertia",
-           "default_effort_limit", "default_gains", "structural_modes"]
+__all__ = ["EFFORT_LIMITS", "KD", "KP", "LIMIT", "MODES", "REF", "TAU_FF", "ActuatorController",
+           "ActuatorGains", "actuator_inertia", "default_effort_limit", "default_gains",
+           "structural_modes"]

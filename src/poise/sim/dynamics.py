@@ -12,7 +12,9 @@ Families with compiled kernels (:mod:`poise.kernels`: planar_tree, planar_pcc) e
 :meth:`Dynamics.acceleration` with the compiled right-hand side by default; it is compiled (or
 loaded from Numba's cache) when the :class:`Dynamics` is made, never in a step. The numpy
 implementation here stays the reference (``compiled=False``; ``tests/test_kernels.py``
-compares the two).
+compares the two). The :class:`~poise.sim.Simulator` uses the numpy terms here for its
+reference loops and energy; its compiled step (:mod:`poise.sim.compiled`) calls the same
+compiled right-hand side inside the integrator.
 """
 
 from __future__ import annotations

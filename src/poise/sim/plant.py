@@ -8,9 +8,14 @@ then the ``m`` actuators (named ``tendon1 …`` with unit ``m`` / effort ``N`` w
 row has entries other than 0, ±1, i.e. pulley radii or tendon offsets; otherwise a motor on a
 joint, named ``<joint>_m``, unit ``rad`` / effort ``N*m``; limits ``qa_min``/``qa_max``).
 
-Status bits (``read_sensors``): :data:`STATUS_SATURATED` an effort at its limit,
-:data:`STATUS_QA_LIMIT` an actuator outside its limits, :data:`STATUS_Q_LIMIT` a coordinate outside
-its limits, :data:`STATUS_NONFINITE` the state is not finite (the simulation blew up).
+Status bits (``read_sensors``, defined in :mod:`poise.sim.sensors`): :data:`STATUS_SATURATED`
+an effort at its limit, :data:`STATUS_QA_LIMIT` an actuator outside its limits,
+:data:`STATUS_Q_LIMIT` a coordinate outside its limits, :data:`STATUS_NONFINITE` the state is not
+finite (the simulation blew up).
+
+A compiled simulator (:attr:`Simulator.compiled <poise.sim.Simulator.compiled>`) also reads its
+sensors compiled (:func:`poise.sim.compiled.readout`); otherwise the numpy
+:class:`~poise.sim.Sensors` methods are used. Both take the noise from the same seeded stream.
 """
 
 from __future__ import annotations
@@ -23,15 +28,19 @@ import numpy as np
 from poise.models.base import FloatArray, MechanicalModel
 from poise.sim.actuators import MODES, ActuatorGains
 from poise.sim.params import load_physical
-from poise.sim.sensors import SensorConfig, Sensors
+from poise.sim.sensors import (
+    SATURATION_TOL,
+    STATUS_NONFINITE,
+    STATUS_Q_LIMIT,
+    STATUS_QA_LIMIT,
+    STATUS_SATURATED,
+    SensorConfig,
+    Sensors,
+)
 from poise.sim.simulator import DEFAULT_RATE, Simulator
 
 #: Stand-in for an infinite limit on the wire [channel unit].
 UNLIMITED = 1e9
-STATUS_SATURATED = 1 << 0
-STATUS_QA_LIMIT = 1 << 1
-STATUS_Q_LIMIT = 1 << 2
-STATUS_NONFINITE = 1 << 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +114,22 @@ class SimPlant:
         self.differences = list(differences)
         self.sensors = sensors
         self._channels = tuple(channels(self.physical, sim.gains.effort_limit))
+        n, m = self.physical.n, self.physical.m
+        self._split = (n, n + m)
+        self._readings = np.empty(n + 2 * m)
+        # the compiled readout with its matrix A and channel table, when the sim is compiled
+        self._readout = None
+        self._A: FloatArray | None = None
+        self._sensor_table: FloatArray | None = None
+        if sim.kernels is not None:
+            from poise.sim.compiled import readout
+
+            self._readout = readout
+            self._A = sim.kernels.A
+            self._sensor_table = sim.kernels.sensor_table(
+                sensors, *(np.asarray(x, dtype=float) for x in (
+                    self.physical.q_min, self.physical.q_max, self.physical.qa_min,
+                    self.physical.qa_max, sim.gains.effort_limit)))
 
     # --------------------------------------------------------------- the Plant protocol
 
@@ -126,17 +151,29 @@ class SimPlant:
         self.sim.command(qa_ref, tau_ff)
 
     def step(self, dt: float) -> None:
-        if np.all(np.isfinite(self.sim._q)):
+        if self.sim.finite:
             self.sim.step(dt)
         else:  # blown up: keep the clock running, report NaN (the endpoint faults)
             self.sim.time += float(dt)
 
     def read_sensors(self) -> tuple[list[float], list[float], list[float], int]:
         sim, s = self.sim, self.sensors
+        if self._readout is not None:
+            out = self._readings
+            status = self._readout(self._A, sim._q, sim._qd, sim._tau, s.normals(out.size),
+                                   self._sensor_table, s.counts_per_rad, out)
+            a, b = self._split
+            return out[:a].tolist(), out[a:b].tolist(), out[b:].tolist(), status
+        return self.read_sensors_reference()
+
+    def read_sensors_reference(self) -> tuple[list[float], list[float], list[float], int]:
+        """:meth:`read_sensors` in numpy (:class:`Sensors`; what the compiled readout is
+        compared with)."""
+        sim, s = self.sim, self.sensors
         q, qa, tau = sim._q, sim.qa, sim._tau
         status = 0
         lim = sim.gains.effort_limit
-        if np.any((lim > 0) & (np.abs(tau) >= lim * (1 - 1e-9))):
+        if np.any((lim > 0) & (np.abs(tau) >= lim * (1 - SATURATION_TOL))):
             status |= STATUS_SATURATED
         if np.any(qa < self.physical.qa_min) or np.any(qa > self.physical.qa_max):
             status |= STATUS_QA_LIMIT
@@ -171,7 +208,7 @@ class SimPlant:
 def make_plant(model_name: str, params_file: str | None = None, *, seed: int | None = 0,
                noise: bool = True, rate: float = DEFAULT_RATE, integrator: str = "euler",
                sensors: SensorConfig | None = None, gains: ActuatorGains | None = None,
-               q0: Sequence[float] | None = None) -> SimPlant:
+               q0: Sequence[float] | None = None, compiled: bool = True) -> SimPlant:
     """A simulated device for a built-in (or file) model, optionally with "physical" parameters.
 
     Args:
@@ -185,6 +222,8 @@ def make_plant(model_name: str, params_file: str | None = None, *, seed: int | N
         sensors: sensor noise/bias/resolution (default :class:`SensorConfig`).
         gains: actuator gains and effort limits (default: tuned on the physical robot).
         q0: initial configuration (default zeros).
+        compiled: step and read with the compiled kernels when the family has them (compiled
+            or loaded from Numba's cache here, before the first step); ``False``: numpy.
 
     Raises:
         ValueError: unknown model, invalid file, or a file that does not match the model.
@@ -194,7 +233,7 @@ def make_plant(model_name: str, params_file: str | None = None, *, seed: int | N
     if not noise:
         config = config.noiseless()
     sim = Simulator(physical, rate=rate, integrator=integrator, gains=gains, q0=q0,
-                    name=nominal.name)
+                    name=nominal.name, compiled=compiled)
     return SimPlant(sim, Sensors(config, physical.n, physical.m, seed), nominal=nominal,
                     differences=diff)
 

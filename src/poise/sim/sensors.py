@@ -7,7 +7,15 @@
 * Actuator efforts (tendon tensions, motor torques): ``τ̃ = τ + b_τ + n_τ``.
 
 Noise and bias are settable per channel (a scalar applies to all); all noise is drawn from one
-``numpy.random.Generator`` seeded at construction, so a run is reproducible.
+``numpy.random.Generator`` seeded at construction, so a run is reproducible. The standard normals
+are drawn in blocks (:meth:`Sensors.normals`) and used in the order the readings ask for them:
+numpy's generator gives the same stream whatever the block size, so the readings are those of
+one draw per call.
+
+Status bits of a plant's sensor frame (``SimPlant.read_sensors``): :data:`STATUS_SATURATED` an
+effort at its limit, :data:`STATUS_QA_LIMIT` an actuator outside its limits,
+:data:`STATUS_Q_LIMIT` a coordinate outside its limits, :data:`STATUS_NONFINITE` the state is
+not finite (the simulation blew up).
 """
 
 from __future__ import annotations
@@ -23,6 +31,15 @@ from poise.models.base import FloatArray
 COUNTS_PER_RAD = 2**14 / (2 * math.pi)
 
 _NOISE_KEYS = ("q_noise", "qa_noise", "effort_noise")
+#: Standard normals drawn at a time (:meth:`Sensors.normals`).
+NORMALS_BLOCK = 4096
+
+STATUS_SATURATED = 1 << 0
+STATUS_QA_LIMIT = 1 << 1
+STATUS_Q_LIMIT = 1 << 2
+STATUS_NONFINITE = 1 << 3
+#: An effort within this fraction of its limit counts as saturated (:data:`STATUS_SATURATED`).
+SATURATION_TOL = 1e-9
 
 
 @dataclass(frozen=True)
@@ -69,36 +86,60 @@ def _per_channel(value: float | tuple[float, ...], size: int, what: str) -> Floa
 
 
 class Sensors:
-    """Reads noisy, quantised measurements from the true state (see the module docstring)."""
+    """Reads noisy, quantised measurements from the true state (see the module docstring).
+
+    Attributes:
+        noise_scale: σ per channel ``[q (n) | qa (m) | τ (m)]``; ``q_noise``, ``qa_noise``,
+            ``effort_noise`` are views of its parts.
+        bias: offset per channel, same layout; ``q_bias``, ``qa_bias``, ``effort_bias`` views.
+        counts_per_rad: encoder resolution [counts/rad], ``0`` for none.
+    """
 
     def __init__(self, config: SensorConfig, n: int, m: int, seed: int | None = 0) -> None:
         self.config = config
         self.rng = np.random.default_rng(seed)
         self.n, self.m = n, m
         c = config
-        self.q_noise = _per_channel(c.q_noise, n, "q_noise")
-        self.q_bias = _per_channel(c.q_bias, n, "q_bias")
-        self.qa_noise = _per_channel(c.qa_noise, m, "qa_noise")
-        self.qa_bias = _per_channel(c.qa_bias, m, "qa_bias")
-        self.effort_noise = _per_channel(c.effort_noise, m, "effort_noise")
-        self.effort_bias = _per_channel(c.effort_bias, m, "effort_bias")
+        self.noise_scale = np.concatenate([_per_channel(c.q_noise, n, "q_noise"),
+                                           _per_channel(c.qa_noise, m, "qa_noise"),
+                                           _per_channel(c.effort_noise, m, "effort_noise")])
+        self.bias = np.concatenate([_per_channel(c.q_bias, n, "q_bias"),
+                                    _per_channel(c.qa_bias, m, "qa_bias"),
+                                    _per_channel(c.effort_bias, m, "effort_bias")])
+        self.q_noise, self.qa_noise, self.effort_noise = np.split(self.noise_scale, [n, n + m])
+        self.q_bias, self.qa_bias, self.effort_bias = np.split(self.bias, [n, n + m])
         cpr = float(c.counts_per_rad)
         self.counts_per_rad = cpr if 0 < cpr < math.inf else 0.0
+        self._normals = np.empty(0)
+        self._next = 0
+
+    def normals(self, count: int) -> FloatArray:
+        """The next ``count`` standard normals of the seeded stream (drawn in blocks of
+        :data:`NORMALS_BLOCK`); a view, valid until the next call."""
+        start = self._next
+        if start + count > self._normals.size:
+            rest = self._normals[start:]
+            fresh = self.rng.standard_normal(max(NORMALS_BLOCK, count))
+            self._normals = np.concatenate([rest, fresh])
+            start = 0
+        self._next = start + count
+        return self._normals[start:start + count]
 
     def encoders(self, q: FloatArray) -> FloatArray:
         """Joint encoder readings (n,) [rad]: whole counts when quantised."""
-        value = q + self.q_bias + self.q_noise * self.rng.standard_normal(self.n)
+        value = q + self.q_bias + self.q_noise * self.normals(self.n)
         if self.counts_per_rad:
             return np.round(value * self.counts_per_rad) / self.counts_per_rad
         return value
 
     def actuator_positions(self, qa: FloatArray) -> FloatArray:
         """Actuator position readings (m,) [m or rad]."""
-        return qa + self.qa_bias + self.qa_noise * self.rng.standard_normal(self.m)
+        return qa + self.qa_bias + self.qa_noise * self.normals(self.m)
 
     def efforts(self, tau: FloatArray) -> FloatArray:
         """Actuator effort readings (m,) [N or N·m]."""
-        return tau + self.effort_bias + self.effort_noise * self.rng.standard_normal(self.m)
+        return tau + self.effort_bias + self.effort_noise * self.normals(self.m)
 
 
-__all__ = ["COUNTS_PER_RAD", "SensorConfig", "Sensors"]
+__all__ = ["COUNTS_PER_RAD", "NORMALS_BLOCK", "SATURATION_TOL", "STATUS_NONFINITE",
+           "STATUS_QA_LIMIT", "STATUS_Q_LIMIT", "STATUS_SATURATED", "SensorConfig", "Sensors"]

@@ -13,6 +13,11 @@ Integrators (fixed step ``h = 1/rate``, default 5 kHz; :meth:`Simulator.step` su
   fourth order, energy drift ~1e-10 relative over 10 s at 5 kHz; used where accuracy matters
   more than speed (the energy-conservation test, reference runs).
 
+Two implementations of the same step: for families with kernels (planar_tree, planar_pcc) the
+default is compiled (:mod:`poise.sim.compiled`: all ``k`` internal steps of :meth:`step` in
+one call, compiled or loaded from Numba's cache when the simulator is made); the numpy loops
+here are the reference (``compiled=False``, and the fallback for other families).
+
 Example::
 
     from poise.models import load_model
@@ -28,12 +33,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from poise.models.base import FloatArray, MechanicalModel
 from poise.sim.actuators import ActuatorController, ActuatorGains, default_gains
 from poise.sim.dynamics import Dynamics, solve_spd
+
+if TYPE_CHECKING:
+    from poise.sim.compiled import CompiledPlant
 
 INTEGRATORS: tuple[str, ...] = ("euler", "rk4")
 #: Default internal rate [Hz].
@@ -63,18 +72,21 @@ class Simulator:
         q0: initial configuration (n,) (default: zeros, an equilibrium of every reference
             model); q̇ starts at zero.
         name: model name for the default effort-limit table (default ``model.name``).
+        compiled: step with the compiled kernels when the model's family has them
+            (:attr:`compiled` says whether it does); ``False``: the numpy reference.
     """
 
     def __init__(self, model: MechanicalModel, *, rate: float = DEFAULT_RATE,
                  integrator: str = "euler", gains: ActuatorGains | None = None,
-                 q0: Sequence[float] | FloatArray | None = None, name: str | None = None) -> None:
+                 q0: Sequence[float] | FloatArray | None = None, name: str | None = None,
+                 compiled: bool = True) -> None:
         rate = float(rate)
         if not (rate >= MIN_RATE and math.isfinite(rate)):
             raise ValueError(f"simulator rate = {rate:g} Hz: must be >= {MIN_RATE:g} Hz")
         if integrator not in INTEGRATORS:
             raise ValueError(f"integrator {integrator!r}: must be one of {', '.join(INTEGRATORS)}")
         self.model = model
-        self.dynamics = Dynamics(model)
+        self.dynamics = Dynamics(model, compiled=False)  # the reference terms and energy
         self.n, self.m = self.dynamics.n, self.dynamics.m
         self.rate = rate
         self.integrator = integrator
@@ -83,9 +95,17 @@ class Simulator:
         self._q = np.zeros(self.n)
         self._qd = np.zeros(self.n)
         self._tau = np.zeros(self.m)
+        self._finite: bool | None = True  # None: not known since the last numpy step
         self.time = 0.0
         self.steps = 0
+        #: The compiled step (:class:`poise.sim.compiled.CompiledPlant`), or ``None``.
+        self.kernels = _compiled_plant(model) if compiled else None
         self.reset(q0)
+
+    @property
+    def compiled(self) -> bool:
+        """Whether :meth:`step` runs the compiled kernels (else the numpy reference)."""
+        return self.kernels is not None
 
     # ------------------------------------------------------------------ state
 
@@ -127,12 +147,14 @@ class Simulator:
         """Set the state (``None``: zeros) and the clock; the actuator mode is kept."""
         self._q = self._vector(q, self.n, "q")
         self._qd = self._vector(qd, self.n, "qd")
+        self._finite = True
         self.time = float(time)
         self._tau = self._effort(self._q, self._qd)
 
     def push(self, dqd: Sequence[float] | FloatArray) -> None:
         """A velocity impulse: ``q̇ += dqd`` [rad/s] (a push of ``M dqd`` N·m·s)."""
         self._qd = self._qd + self._vector(dqd, self.n, "dqd")
+        self._finite = None
 
     @staticmethod
     def _vector(value: Sequence[float] | FloatArray | None, size: int, what: str) -> FloatArray:
@@ -171,12 +193,25 @@ class Simulator:
             return
         k = max(1, math.ceil(dt * self.rate - 1e-9))
         h = dt / k
-        if self.integrator == "euler":
-            self._euler(k, h)
+        if self.kernels is not None:
+            ctl = self.actuators
+            self._finite = self.kernels.advance(self._q, self._qd, self._tau, ctl.drive, ctl.on,
+                                                k, h, self.integrator)
         else:
-            self._rk4(k, h)
+            self._finite = None  # unknown until asked
+            if self.integrator == "euler":
+                self._euler(k, h)
+            else:
+                self._rk4(k, h)
         self.time += dt
         self.steps += k
+
+    @property
+    def finite(self) -> bool:
+        """Whether the true state ``q``, ``q̇`` is finite (not blown up)."""
+        if self._finite is None:
+            self._finite = bool(np.isfinite(self._q).all() and np.isfinite(self._qd).all())
+        return self._finite
 
     def run(self, duration: float, *, record_every: float | None = None) -> Trajectory:
         """Simulate ``duration`` seconds; record the state every ``record_every`` seconds
@@ -248,6 +283,17 @@ class Simulator:
             qd = qd + (h / 6.0) * (a1 + 2.0 * a2 + 2.0 * a3 + a4)
         self._q, self._qd = q, qd
         self._tau = self._effort(q, qd)
+
+
+def _compiled_plant(model: MechanicalModel) -> CompiledPlant | None:
+    """The compiled step of ``model`` (compiled or loaded now), ``None`` without kernels."""
+    from poise.kernels import has_kernels
+
+    if not has_kernels(model):
+        return None
+    from poise.sim.compiled import CompiledPlant
+
+    return CompiledPlant(model)
 
 
 __all__ = ["DEFAULT_RATE", "INTEGRATORS", "MIN_RATE", "Simulator", "Trajectory"]

@@ -26,7 +26,9 @@ the start, and every message time is that anchor plus the monotonic offset, so t
 monotonic whatever the wall clock does during the run. The host monotonic time [s] stays in every
 payload (``t``; ``metadata`` ``t`` of the scene entities). Metadata records: ``poise`` (package
 version, git revision, Python, host), ``clock``, and whatever the caller adds (``config``,
-``calibration``, ``firmware``, ``model``); each value is JSON text.
+``calibration``, ``firmware``, ``model``); ``stability`` (the feedback gains' bound and the
+slowest structural mode, :mod:`poise.controller.stability`) each time an accepted change
+brings a new one; each value is JSON text.
 
 Given a drawable ``model`` (:func:`poise.telemetry.scene.drawable`), the writer also draws the
 arm for Foxglove's 3D panel (:mod:`poise.telemetry.scene`): ``/scene`` at most ``scene_rate_hz``
@@ -313,6 +315,10 @@ class LogWriter:
             for ev in self.events.drain():
                 topic, doc = event_message(ev)
                 self._write(writer, topic, ev.t, doc)
+                params = ev.data.get("params") if ev.kind == "param" else None
+                if isinstance(params, dict) and isinstance(params.get("stability"), dict):
+                    # the feedback gains' bound and the slowest mode at the new target
+                    writer.add_metadata("stability", encode_metadata(params["stability"]))
                 device = ev.data.get("device") if ev.kind == "info" else None
                 if isinstance(device, dict):  # the controller's handshake report
                     # the wire protocol's link says firmware_id, a Device description name

@@ -75,7 +75,7 @@ class _Service:
     MQTT and the log attached."""
 
     def __init__(self, url: str, log_dir: str, model: str = "double_pendulum",
-                 priority: int = 0) -> None:
+                 priority: int | None = None) -> None:
         from poise.controller.config import config_from_dict
         from poise.controller.rtproc import make_controller
         from poise.telemetry.service import attach
@@ -84,7 +84,8 @@ class _Service:
         config = config_from_dict({"model": {"name": model},
                                    "algorithm": {"target": [0.5]},
                                    "device": {"port": "sim"},
-                                   "loop": {"priority": priority}}, "stress")
+                                   **({} if priority is None else
+                                      {"loop": {"priority": priority}})}, "stress")
         self.controller = make_controller(config)
         self.events = self.controller.events(maxlen=1_000_000, history=False)
         self.telemetry = attach(self.controller, mqtt=True, url=url, robot_id=self.robot_id,
@@ -161,7 +162,7 @@ def _count(answers: dict[str, int], ids: set[str]) -> dict[str, int]:
 
 
 def estop_under_flood(url: str, rounds: int = 10, flood: int = 2000,
-                      seed: int = 0, priority: int = 0) -> dict[str, Any]:
+                      seed: int = 0, priority: int | None = None) -> dict[str, Any]:
     """E-stop latency with ``flood`` commands published right before it, over ``rounds``."""
     rng = random.Random(seed)
     latencies, latched, counts = [], [], []
@@ -203,7 +204,7 @@ def estop_under_flood(url: str, rounds: int = 10, flood: int = 2000,
                           ("expected", "answered", "duplicates")}}
 
 
-def command_flood(url: str, flood: int = 2000, seed: int = 1, priority: int = 0
+def command_flood(url: str, flood: int = 2000, seed: int = 1, priority: int | None = None
                   ) -> dict[str, Any]:
     """``flood`` mixed commands while running: responses and missed cycles vs a quiet window."""
     rng = random.Random(seed)
@@ -350,9 +351,9 @@ def sigkill_orphans(runs: int = 20) -> dict[str, Any]:
 
 
 def run(url: str | None = None, *, rounds: int = 10, flood: int = 2000, signals: int = 100,
-        kills: int = 20, priority: int = 0) -> dict[str, Any]:
+        kills: int = 20, priority: int | None = None) -> dict[str, Any]:
     """All four measurements; JSON-ready. ``priority``: the service's ``loop.priority``
-    (SCHED_FIFO where granted; 0: the normal scheduler)."""
+    (SCHED_FIFO where granted; 0: the normal scheduler; None: the configuration's default)."""
     out: dict[str, Any] = {"machine": {"cpus": os.cpu_count(),
                                        "load": list(os.getloadavg())}, "priority": priority}
     with broker_url(url) as u:
@@ -372,7 +373,9 @@ def run(url: str | None = None, *, rounds: int = 10, flood: int = 2000, signals:
 def table(r: dict[str, Any]) -> str:
     """The human-readable report."""
     load = ", ".join(f"{x:.2f}" for x in r["machine"]["load"])
-    lines = [f"broker {r.get('broker')}  load {load}  loop.priority {r.get('priority', 0)}"]
+    prio = r.get("priority")
+    lines = [f"broker {r.get('broker')}  load {load}  loop.priority "
+             f"{'default' if prio is None else prio}"]
     if "estop" in r:
         e = r["estop"]
         d, s, c = e["disarm_ms"], e["latched_ms"], e["responses"]

@@ -1,0 +1,57 @@
+"""``poise bench control``: every reference robot with actuation reaches and holds targets."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from poise.cli.benchout import add_json_option, add_quiet_option, emit
+
+
+def register(commands: argparse._SubParsersAction, groups: dict) -> None:
+    """Add ``poise bench control``."""
+    from poise.benchmarks import control
+
+    p = groups["bench"].add_parser(
+        "control", help="closed-loop control on every reference robot: success, settling "
+        "time against 3 periods of the slowest mode, overshoot, peak rate (simulated time)",
+        description=control.__doc__.splitlines()[0])
+    p.add_argument("--models", nargs="+", default=list(control.MODELS), metavar="NAME")
+    p.add_argument("--modes", nargs="+", default=list(control.MODES), choices=control.MODES)
+    p.add_argument("--algorithms", nargs="+", default=list(control.ALGORITHMS),
+                   choices=control.ALGORITHMS)
+    p.add_argument("--targets", type=int, default=control.TARGETS, metavar="N",
+                   help=f"held targets per model (default {control.TARGETS})")
+    p.add_argument("--seed", type=int, default=control.SEED)
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="processes (one case each at a time; default 1)")
+    p.add_argument("--figure", metavar="PNG",
+                   help="also draw the README figure (soft_arm_soft, old gain vs automatic "
+                   "gain and shaped move); needs pip install 'poise[plot]'")
+    add_json_option(p)
+    add_quiet_option(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from poise.benchmarks import control
+    from poise.progress import progress_bar
+
+    if args.targets < 1 or args.workers < 1:
+        print("poise bench control: --targets and --workers must be >= 1", file=sys.stderr)
+        return 2
+    if args.figure:
+        from poise.extras import require
+
+        require("plot", "--figure")
+    cases = len(args.models) * len(args.modes) * len(args.algorithms)
+    try:
+        with progress_bar(cases, "bench control", unit="case", quiet=args.quiet) as bar:
+            result = control.run(args.models, args.modes, args.algorithms, count=args.targets,
+                                 seed=args.seed, workers=args.workers, progress=bar.update)
+    except (ValueError, RuntimeError) as exc:
+        print(f"poise bench control: {exc}", file=sys.stderr)
+        return 2
+    if args.figure:
+        result["figure"] = control.figure(args.figure)
+    return emit(result, control.table(result), args.json)

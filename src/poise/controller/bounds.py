@@ -1,0 +1,149 @@
+"""The feedback gains' bounds at the current target: automatic gains and the published report.
+
+:func:`assess` turns a :class:`~poise.controller.stability.LoopLinearisation` (the loop
+linearised at a target's held configuration) and the live gains into a
+:class:`StabilityReport`: the bound of each gain of the live algorithm in the live mode and in
+feedback, the automatic gains (:data:`DEFAULT_FRACTION` × the feedback bound), the slowest
+structural mode. :func:`warm` computes the bounds of the live algorithm in both modes
+ahead, where a plan is made, so that adopting it and switching mode later cost microseconds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from poise.controller.stability import ALGORITHM_GAINS, IKGains, LoopLinearisation, Mode
+
+#: Default gains are this fraction of the feedback loop's stability bound (capped at the loop
+#: rate): a gain margin of 3.3, and near the fastest decay of the loop around a lightly damped
+#: mode (for the soft arms and the dancer the slowest closed-loop pole decays fastest at
+#: 0.3–0.4 × the bound; closer to the bound the mode's own damping is used up).
+DEFAULT_FRACTION = 0.3
+
+
+@dataclass(frozen=True)
+class StabilityReport:
+    """What the loop tolerates at the current target, for the live algorithm and mode.
+
+    Attributes:
+        algorithm, mode: what the bounds are for.
+        gain_max: per gain key of the algorithm, the bound [1/s] in the current mode (the
+            other gains as they are): stable below it; ``inf``: stable up to the scan's top
+            (:data:`SCAN_TOP` × the rate), so only the rules' ``(0, rate]`` applies.
+        gain_max_fb: the same in feedback (what defaults and a switch to ``fb`` use).
+        defaults: the automatic gains: :data:`DEFAULT_FRACTION` × min(feedback bound, rate).
+        slowest: the slowest structural mode (None: the robot has none).
+        modes: the structural modes, slowest first.
+        period: the loop period [s]; ``delay``: the sensor-to-setpoint delay [periods].
+        radius: spectral radius of the closed loop at the live gains (< 1: stable).
+        q: the held configuration linearised at (n,).
+        loop: the linearisation (to recompute after a command; not serialised).
+    """
+
+    algorithm: str
+    mode: str
+    gain_max: dict[str, float]
+    gain_max_fb: dict[str, float]
+    defaults: dict[str, float]
+    slowest: Mode | None
+    modes: tuple[Mode, ...]
+    period: float
+    delay: int
+    radius: float
+    q: tuple[float, ...] = ()
+    fraction: float = DEFAULT_FRACTION
+    loop: LoopLinearisation | None = field(default=None, compare=False, repr=False)
+
+    def limit(self, key: str, mode: str | None = None) -> float:
+        """The bound of gain ``key`` [1/s] in ``mode`` (default: the report's), ``inf`` if
+        none or not one of this algorithm's gains."""
+        table = self.gain_max_fb if (mode or self.mode) == "fb" else self.gain_max
+        return table.get(key, math.inf)
+
+    def why(self, mode: str | None = None) -> str:
+        """The sentence a refusal gives after the bound."""
+        mode = mode or self.mode
+        slow = self.slowest
+        around = (f" around the slowest structural mode (ω = {slow.omega:.3g} rad/s, "
+                  f"ζ = {slow.zeta:.2g})" if slow is not None else "")
+        return (f"above it the {self.algorithm} {mode} loop at the current target is "
+                f"unstable{around} at {1 / self.period:g} Hz with a delay of {self.delay} "
+                f"period{'s' if self.delay != 1 else ''}; 'auto' sets "
+                f"{self.fraction:g} × the bound")
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready (``inf`` → None)."""
+        def clean(d: dict[str, float]) -> dict[str, float | None]:
+            return {k: (v if math.isfinite(v) else None) for k, v in d.items()}
+
+        return {"algorithm": self.algorithm, "mode": self.mode,
+                "gain_max": clean(self.gain_max), "gain_max_fb": clean(self.gain_max_fb),
+                "defaults": clean(self.defaults), "fraction": self.fraction,
+                "slowest_mode": None if self.slowest is None else self.slowest.as_dict(),
+                "modes": [mo.as_dict() for mo in self.modes],
+                "period_s": self.period, "delay_periods": self.delay,
+                "spectral_radius": self.radius, "q": list(self.q), "why": self.why()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> StabilityReport:
+        """The inverse of :meth:`as_dict` (without the linearisation)."""
+        def back(x: dict[str, Any]) -> dict[str, float]:
+            return {k: (math.inf if v is None else float(v)) for k, v in x.items()}
+
+        def mode(x: dict[str, Any]) -> Mode:
+            return Mode(float(x["omega"]), float(x["zeta"]))
+
+        slow = d.get("slowest_mode")
+        return cls(d["algorithm"], d["mode"], back(d["gain_max"]), back(d["gain_max_fb"]),
+                   back(d["defaults"]), None if slow is None else mode(slow),
+                   tuple(mode(x) for x in d.get("modes", ())), float(d["period_s"]),
+                   int(d["delay_periods"]), float(d["spectral_radius"]),
+                   tuple(float(x) for x in d.get("q", ())),
+                   float(d.get("fraction", DEFAULT_FRACTION)))
+
+
+def assess(loop: LoopLinearisation, g: IKGains, auto: Iterable[str] = ()
+           ) -> tuple[IKGains, StabilityReport]:
+    """The automatic gains and the bounds of the live ones.
+
+    Each gain of ``g.algorithm`` named in ``auto`` becomes :data:`DEFAULT_FRACTION` × its
+    feedback bound (capped at the loop rate), in the order of :data:`ALGORITHM_GAINS` (ΓZ
+    before ΓE, each at the others' values); then the bounds of every gain are computed at
+    the resulting gains, in the current mode and in feedback.
+
+    Returns:
+        ``(gains, report)``: ``g`` with its automatic gains set, and their report.
+    """
+    auto = set(auto)
+    rate = 1.0 / loop.period
+    keys = ALGORITHM_GAINS.get(g.algorithm, ())
+    fb = replace(g, mode="fb")
+    defaults: dict[str, float] = {}
+    for key in keys:
+        defaults[key] = DEFAULT_FRACTION * min(loop.bound(key, fb), rate)
+        if key in auto:
+            fb = fb.with_gain(key, defaults[key])
+    live = replace(fb, mode=g.mode)
+    gain_max_fb = {key: loop.bound(key, fb) for key in keys}
+    gain_max = gain_max_fb if g.mode == "fb" else {key: loop.bound(key, live) for key in keys}
+    slow = loop.structural_modes()
+    report = StabilityReport(
+        g.algorithm, g.mode, gain_max, gain_max_fb, defaults, slow[0] if slow else None,
+        tuple(slow), loop.period, loop.delay, loop.spectral_radius(live),
+        tuple(float(x) for x in loop.q_star), DEFAULT_FRACTION, loop)
+    return live, report
+
+
+def warm(loop: LoopLinearisation, g: IKGains, auto: Iterable[str] = ()) -> None:
+    """Compute (and cache in ``loop``) the bounds of the live algorithm in both modes at the
+    update rule, λ and automatic gains of ``g``: done where a plan is made, so that adopting
+    it and a later switch of mode find their bounds at once (another algorithm's are computed
+    when it is chosen)."""
+    for mode in ("fb", "ff"):
+        assess(loop, replace(g, mode=mode), auto)
+
+
+__all__ = ["DEFAULT_FRACTION", "StabilityReport", "assess", "warm"]

@@ -1,0 +1,436 @@
+"""How much feedback gain the loop takes: the linearised closed loop and its stability bound.
+
+In feedback mode the IK integrates the *measured* task error, so the loop closes around the
+robot's own dynamics; along the unactuated directions those are passive, lightly damped modes,
+and an integrator of gain Γ around a mode of frequency ω and damping ratio ζ is stable only for
+Γ below about 2ζω (docs/controller.md). This module computes the bound exactly, for the held
+configuration the loop holds, from everything the loop contains:
+
+* the plant linearised at ``q*`` (rest at a held configuration, so ``C(q, q̇) q̇`` drops out)::
+
+      M δq̈ + D δq̇ + K δq = Aᵀ δτ,     K = ∂G/∂q (q*),   D = diag(d)
+
+* the actuators' position loop as the devices run it (:mod:`poise.sim.actuators`)::
+
+      δτ = δτ_ff + K_P (δq̄a − A δq) − K_D A δq̇
+
+  held over each loop period (zero-order hold), discretised exactly: ``expm`` of the
+  augmented matrix, so the discrete plant is ``z⁺ = Φ z + Γu u`` with ``z = (δq, δq̇)`` and
+  ``u = (δq̄a, δτ_ff)``;
+* the IK update with its gain, linear about the equilibrium (``e = 0``) and obtained from the
+  steppers' own functions, so the update rule (``dls``, ``pinv``, …) and λ are those of the
+  cycle:
+
+  - Algorithm 1: ``δq̄a⁺ = δq̄a + Δt Γ U δe`` with ``U`` the update matrix of
+    :func:`~poise.ik.held.algorithm1_step` (``J⁺``, ``J = Ja − Ju Huu⁻¹ Hua``); q̄ stays on
+    E, ``δq̄u = −Huu⁻¹ Hua δq̄a``, and ``δτ_ff = (Haa − Hau Huu⁻¹ Hua) δq̄a``;
+  - Algorithm 2: ``δq̄c⁺ = δq̄c + Δt (ΓZ Rz δex + ΓE Re δeE)``, ``Rz``, ``Re`` from
+    :func:`~poise.ik.held.algorithm2_rates`, ``δeE = −[Hua Huu] δq̄c``;
+  - plain CLIK: ``δq̄c⁺ = δq̄c + Δt Γ C J_h⁺ δe``;
+
+  with ``δe = −J_h δq`` measured d periods ago in ``fb`` and ``δe = −J_c δq̄c`` in ``ff``;
+* the loop period Δt and the sensor-to-setpoint delay d (whole periods: 0 for the in-process
+  plant, whose command acts from the sample it answers; the service uses
+  :func:`delay_periods` of its measured latency).
+
+What the bounds mean for the live gains (automatic gains, the report the service publishes) is
+:mod:`poise.controller.bounds`.
+
+The closed loop is one matrix; it is stable when every eigenvalue lies inside the unit circle,
+except the neutral ones at exactly 1 that no gain moves (the null space of a redundant IK, the
+dancer's). :meth:`LoopLinearisation.bound` scans the gain on a log grid and bisects the first
+crossing: the largest gain below which every gain is stable. The slowest structural mode
+``(ω, ζ)`` comes from the continuous plant with the actuator loop closed.
+
+Nothing here runs in the control cycle: a linearisation is built when a target is planned
+(:meth:`poise.controller.step.ControlStep.make_plan`), and bounds are computed when a command
+is checked.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+from scipy.linalg import expm
+
+from poise.ik.held import algorithm1_step, algorithm2_rates, damped_pinv, held_jacobian
+from poise.ik.statics import StaticsSolution
+from poise.models.actuation import ActuationBlocks, blocks
+from poise.models.base import FloatArray, MechanicalModel
+from poise.sim.actuators import ActuatorGains, default_gains
+from poise.sim.simulator import DEFAULT_RATE
+
+#: Eigenvalues this close to 1 are neutral (a direction no gain moves), not unstable.
+NEUTRAL_TOL = 1e-7
+#: The gain scan: log-spaced from GAIN_FLOOR [1/s] up to SCAN_TOP × the loop rate.
+GAIN_FLOOR = 1e-3
+SCAN_TOP = 2.0
+SCAN_POINTS = 24
+#: A local maximum of the spectral radius on the scan within this of 1 is refined.
+REFINE_MARGIN = 2e-3
+#: Bisection steps after the scan (relative precision (grid ratio)^(2^-steps) ≈ 2e-4).
+BISECT_STEPS = 12
+#: Structural modes are those slower than this fraction of the actuator loop's frequency.
+STRUCTURAL_FRACTION = 0.5
+#: The gains each algorithm uses (the keys of :data:`poise.controller.rules.RATE_GAINS`).
+ALGORITHM_GAINS: dict[str, tuple[str, ...]] = {"alg1": ("gamma",), "plain": ("gamma",),
+                                              "alg2": ("gamma_z", "gamma_e")}
+
+
+@dataclass(frozen=True)
+class Mode:
+    """A mode of the linearised plant: ``λ = −ζω ± iω√(1−ζ²)``.
+
+    Attributes:
+        omega: natural frequency ω = |λ| [rad/s].
+        zeta: damping ratio ζ = −Re λ / |λ| (≥ 1: not oscillatory).
+    """
+
+    omega: float
+    zeta: float
+
+    @property
+    def damped_omega(self) -> float:
+        """ω_d = ω √(1 − ζ²) [rad/s] (0 when ζ ≥ 1)."""
+        return self.omega * math.sqrt(max(0.0, 1.0 - self.zeta**2))
+
+    @property
+    def period(self) -> float:
+        """2π/ω [s], the period that settling times are compared with."""
+        return 2 * math.pi / self.omega if self.omega > 0 else math.inf
+
+    def as_dict(self) -> dict[str, float]:
+        return {"omega": self.omega, "zeta": self.zeta, "period_s": self.period}
+
+
+@dataclass(frozen=True)
+class IKGains:
+    """What of the live parameters the linear loop depends on (see
+    :class:`~poise.controller.params.LiveParams`)."""
+
+    algorithm: str
+    mode: str
+    update: str
+    damping: float
+    gamma: float
+    gamma_z: float
+    gamma_e: float
+
+    @classmethod
+    def of(cls, p: Any) -> IKGains:
+        """From anything with these attributes (a ``LiveParams``)."""
+        return cls(p.algorithm, p.mode, p.update, float(p.damping), float(p.gamma),
+                   float(p.gamma_z), float(p.gamma_e))
+
+    def with_gain(self, key: str, value: float) -> IKGains:
+        return replace(self, **{key: float(value)})
+
+    def relevant(self) -> IKGains:
+        """The same, with the gains its algorithm does not use set to 0 (a cache key)."""
+        used = ALGORITHM_GAINS.get(self.algorithm, ())
+        return replace(self, **{k: 0.0 for k in ("gamma", "gamma_z", "gamma_e")
+                                if k not in used})
+
+
+class LoopLinearisation:
+    """The loop linearised at the held configuration ``q_star`` (see the module docstring).
+
+    Args:
+        model: the controller's statics model (with mass properties).
+        q_star: the held configuration the loop holds (n,).
+        period: the loop period Δt [s].
+        delay: the sensor-to-setpoint delay d [whole periods].
+        actuators: the actuators' PD gains (default: the devices' defaults,
+            :func:`poise.sim.actuators.default_gains` at the simulator's rate).
+        effort_feedforward: the setpoint carries ``τ_ff = G_a(q̄)``.
+    """
+
+    def __init__(self, model: MechanicalModel, q_star: FloatArray, period: float, *,
+                 delay: int = 0, actuators: ActuatorGains | None = None,
+                 effort_feedforward: bool = True) -> None:
+        if not period > 0 or not math.isfinite(period):
+            raise ValueError(f"period = {period}: must be > 0 s")
+        if delay < 0:
+            raise ValueError(f"delay = {delay}: must be >= 0 periods")
+        self.model = model
+        self.q_star = np.array(q_star, dtype=float)
+        self.period = float(period)
+        self.delay = int(delay)
+        self.effort_feedforward = effort_feedforward
+        n, m = model.n, model.m
+        self.n, self.m, self.k = n, m, model.task_dim
+        gains = actuators or default_gains(model, DEFAULT_RATE)
+        self.actuators = gains
+        self.b: ActuationBlocks = blocks(model, self.q_star)
+        self._C, self._C_inv = np.asarray(model.C, float), np.asarray(model.C_inv, float)
+        F, B = plant_matrices(model, self.q_star, gains)
+        self.F, self.B = F, B
+        aug = np.zeros((2 * n + 2 * m, 2 * n + 2 * m))
+        aug[: 2 * n, : 2 * n], aug[: 2 * n, 2 * n:] = F, B
+        E = expm(aug * self.period)
+        self.Phi, self.Gam = E[: 2 * n, : 2 * n], E[: 2 * n, 2 * n:]
+        #: measured task value: δx = J_h δq
+        self.Jh = np.asarray(model.task_jacobian(self.q_star), dtype=float)
+        self._cache: dict[tuple, float] = {}
+        self._ik_cache: dict[tuple, Any] = {}
+
+    # ------------------------------------------------------------------ the plant's modes
+
+    def modes(self) -> list[Mode]:
+        """The plant's modes (actuator loop closed, setpoint fixed), slowest first; one per
+        complex pair."""
+        return _modes(self.F)
+
+    def structural_modes(self) -> list[Mode]:
+        """The modes slower than :data:`STRUCTURAL_FRACTION` × the actuator loop's
+        frequency (the robot's own, not the servo's), slowest first; none for a fully
+        actuated robot (its modes are the servos')."""
+        if self.n == self.m:
+            return []
+        return _structural(self.modes(), self.actuators)
+
+    def slowest_mode(self) -> Mode | None:
+        """The slowest structural mode (None for a robot without one)."""
+        modes = self.structural_modes()
+        return modes[0] if modes else None
+
+    # ------------------------------------------------------------------ the IK, linearised
+
+    def _ik(self, what: str, update: str, damping: float) -> Any:
+        """The IK's linear pieces at q*, computed once per (algorithm, rule, λ)."""
+        key = (what, update, damping)
+        if key not in self._ik_cache:
+            self._ik_cache[key] = (_alg1_update(self.model, self.q_star, update, damping)
+                                   if what == "alg1" else
+                                   _alg2_rates(self.model, self.q_star, damping))
+        return self._ik_cache[key]
+
+    def controller_matrices(self, g: IKGains) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """``(Ac, Bc, Dc)``: ``c⁺ = Ac c + Bc y`` (y the measured δx) and ``u = Dc c⁺``."""
+        b, dt, m, n, k = self.b, self.period, self.m, self.n, self.k
+        fb = g.mode == "fb"
+        hc = self._C_inv.T @ np.asarray(self.model.dG(self.q_star)) @ self._C_inv
+        if g.algorithm == "alg1":
+            U = self._ik("alg1", g.update, g.damping)
+            J = held_jacobian(b)
+            Ac = np.eye(m) if fb else np.eye(m) - dt * g.gamma * U @ J
+            Bc = -dt * g.gamma * U if fb else np.zeros((m, k))
+            S = b.Haa - b.Hua.T @ np.linalg.solve(b.Huu, b.Hua) if b.Huu.size else b.Haa
+            Dc = np.vstack([np.eye(m), S if self.effort_feedforward else np.zeros((m, m))])
+            return Ac, Bc, Dc
+        Jc = self.Jh @ self._C_inv
+        Hu = hc[m:]
+        if g.algorithm == "alg2":
+            Rz, Re = self._ik("alg2", "", g.damping)
+            rate_x = g.gamma_z * Rz
+            Ac = np.eye(n) - dt * g.gamma_e * Re @ Hu
+            if not fb:
+                Ac = Ac - dt * rate_x @ Jc
+        elif g.algorithm == "plain":
+            rate_x = g.gamma * self._C @ damped_pinv(self.Jh, g.damping)
+            Ac = np.eye(n) if fb else np.eye(n) - dt * rate_x @ Jc
+        else:
+            raise ValueError(f"algorithm {g.algorithm!r}: must be alg1, alg2 or plain")
+        Bc = -dt * rate_x if fb else np.zeros((n, k))
+        ff = hc[:m] if self.effort_feedforward else np.zeros((m, n))
+        Dc = np.vstack([np.hstack([np.eye(m), np.zeros((m, n - m))]), ff])
+        return Ac, Bc, Dc
+
+    # ------------------------------------------------------------------ the closed loop
+
+    def closed_loop(self, g: IKGains) -> FloatArray:
+        """The closed-loop matrix: state ``(z[k], c[k−1], y[k−1], …, y[k−d])``."""
+        Ac, Bc, Dc = self.controller_matrices(g)
+        Phi, Gam, Cy = self.Phi, self.Gam, self.Jh @ np.hstack(
+            [np.eye(self.n), np.zeros((self.n, self.n))])
+        nz, nc, k, d = Phi.shape[0], Ac.shape[0], self.k, self.delay
+        size = nz + nc + d * k
+        T = np.zeros((size, size))
+        GD = Gam @ Dc
+        zs, cs = slice(0, nz), slice(nz, nz + nc)
+        if d == 0:  # c[k] = Ac c[k−1] + Bc Cy z[k]; z[k+1] = Φ z[k] + Γ Dc c[k]
+            T[zs, zs] = Phi + GD @ Bc @ Cy
+            T[zs, cs] = GD @ Ac
+            T[cs, zs] = Bc @ Cy
+            T[cs, cs] = Ac
+            return T
+        last = slice(nz + nc + (d - 1) * k, size)  # y[k−d]
+        T[zs, zs] = Phi
+        T[zs, cs] = GD @ Ac
+        T[zs, last] = GD @ Bc
+        T[cs, cs] = Ac
+        T[cs, last] = Bc
+        first = slice(nz + nc, nz + nc + k)
+        T[first, zs] = Cy
+        for j in range(1, d):
+            T[nz + nc + j * k: nz + nc + (j + 1) * k, nz + nc + (j - 1) * k: nz + nc + j * k] \
+                = np.eye(k)
+        return T
+
+    def spectral_radius(self, g: IKGains) -> float:
+        """Largest |eigenvalue| of the closed loop, neutral ones (exactly 1) left out."""
+        lam = np.linalg.eigvals(self.closed_loop(g))
+        moving = lam[np.abs(lam - 1.0) > NEUTRAL_TOL]
+        return float(np.max(np.abs(moving))) if moving.size else 0.0
+
+    def stable(self, g: IKGains) -> bool:
+        """Every non-neutral eigenvalue strictly inside the unit circle."""
+        return self.spectral_radius(g) < 1.0
+
+    def bound(self, key: str, g: IKGains) -> float:
+        """The largest value of gain ``key`` [1/s] below which the loop is stable for every
+        value (the other gains as in ``g``); ``inf`` if every gain up to :data:`SCAN_TOP` ×
+        the loop rate is stable; 0 if even :data:`GAIN_FLOOR` is not.
+
+        The stable set need not be an interval (``soft_arm_soft`` at some targets is
+        unstable for Γ in [3.1, 8.5] 1/s and stable again up to 139 1/s), so the spectral
+        radius is scanned on a log grid, each local maximum of it close to 1 is refined
+        (golden section) in case a narrow unstable band lies between two grid points, and the
+        first crossing is bisected."""
+        cache_key = (key, g.with_gain(key, 0.0).relevant())
+        if cache_key in self._cache:
+            return self._cache[cache_key]
+        logs = np.linspace(math.log(GAIN_FLOOR), math.log(SCAN_TOP / self.period), SCAN_POINTS)
+
+        def radius(log_gain: float) -> float:
+            return self.spectral_radius(g.with_gain(key, math.exp(log_gain)))
+
+        rho = [radius(x) for x in logs]
+        lo, hi = -math.inf, math.inf  # log gains: last stable, first unstable
+        for i, r in enumerate(rho):
+            if r >= 1.0:
+                hi = logs[i]
+                break
+            peak = 0 < i < len(rho) - 1 and r >= rho[i - 1] and r >= rho[i + 1]
+            if peak and r > 1.0 - REFINE_MARGIN:
+                x, r_max = _golden_max(radius, logs[i - 1], logs[i + 1])
+                if r_max >= 1.0:
+                    hi = x
+                    break
+            lo = logs[i]
+        if math.isinf(hi):
+            result = math.inf
+        elif math.isinf(lo):
+            result = 0.0
+        else:
+            for _ in range(BISECT_STEPS):
+                mid = 0.5 * (lo + hi)
+                if radius(mid) < 1.0:
+                    lo = mid
+                else:
+                    hi = mid
+            result = math.exp(lo)
+        self._cache[cache_key] = result
+        return result
+
+
+def _golden_max(f: Any, a: float, b: float, steps: int = 14) -> tuple[float, float]:
+    """``(x, f(x))`` at the maximum of the unimodal ``f`` on ``[a, b]`` (golden section)."""
+    inv = (math.sqrt(5) - 1) / 2
+    c, d = b - inv * (b - a), a + inv * (b - a)
+    fc, fd = f(c), f(d)
+    for _ in range(steps):
+        if fc >= fd:
+            b, d, fd = d, c, fc
+            c = b - inv * (b - a)
+            fc = f(c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + inv * (b - a)
+            fd = f(d)
+    return (c, fc) if fc >= fd else (d, fd)
+
+
+def plant_matrices(model: MechanicalModel, q: FloatArray, gains: ActuatorGains
+                   ) -> tuple[FloatArray, FloatArray]:
+    """``(F, B)`` of the plant linearised at rest at ``q`` with the actuators' PD loop
+    closed: ``ż = F z + B u``, ``z = (δq, δq̇)``, ``u = (δq̄a, δτ_ff)``::
+
+        M δq̈ = −(K + Aᵀ K_P A) δq − (D + Aᵀ K_D A) δq̇ + Aᵀ K_P δq̄a + Aᵀ δτ_ff
+    """
+    n, m = model.n, model.m
+    M = np.asarray(model.mass_matrix(q), dtype=float)
+    K = np.asarray(model.dG(q), dtype=float)
+    D = np.diag(np.asarray(model.damping, dtype=float))
+    A = np.asarray(model.C, dtype=float)[:m]
+    Kp, Kd = np.diag(gains.kp), np.diag(gains.kd)
+    Minv = np.linalg.inv(M)
+    F = np.block([[np.zeros((n, n)), np.eye(n)],
+                  [-Minv @ (K + A.T @ Kp @ A), -Minv @ (D + A.T @ Kd @ A)]])
+    B = np.block([[np.zeros((n, 2 * m))], [Minv @ A.T @ Kp, Minv @ A.T]])
+    return F, B
+
+
+def _modes(F: FloatArray) -> list[Mode]:
+    out = []
+    for x in np.linalg.eigvals(F):
+        if x.imag < -1e-12:
+            continue
+        w = abs(x)
+        out.append(Mode(float(w), float(-x.real / w) if w > 0 else 1.0))
+    return sorted(out, key=lambda mo: mo.omega)
+
+
+def _structural(modes: list[Mode], gains: ActuatorGains) -> list[Mode]:
+    top = STRUCTURAL_FRACTION * (gains.omega if math.isfinite(gains.omega) else math.inf)
+    return [mo for mo in modes if mo.omega < top]
+
+
+def structural_modes(model: MechanicalModel, q: FloatArray,
+                     actuators: ActuatorGains | None = None) -> list[Mode]:
+    """The structural modes of the plant at rest at ``q`` (actuator loop closed), slowest
+    first: what :meth:`LoopLinearisation.structural_modes` gives, without the discretisation
+    and the controller."""
+    if model.n == model.m:
+        return []
+    gains = actuators or default_gains(model, DEFAULT_RATE)
+    F, _ = plant_matrices(model, np.asarray(q, dtype=float), gains)
+    return _structural(_modes(F), gains)
+
+
+def _alg1_update(model: MechanicalModel, q: FloatArray, update: str,
+                 damping: float) -> FloatArray:
+    """``U`` (m, k): Algorithm 1's actuator update is ``Δt Γ U e``; its columns are
+    :func:`~poise.ik.held.algorithm1_step` for unit errors (Γ = Δt = 1), so the update rule
+    and λ are the cycle's own."""
+    b = blocks(model, q)
+    statics = StaticsSolution(q=q, qa=b.qa, qu=b.qu, residual=float(np.linalg.norm(b.Gu)),
+                              converged=True, iterations=0, eig_Huu=np.zeros(0),
+                              verdict="stable")
+    cols = []
+    for e in np.eye(model.task_dim):
+        qa_new, _, _ = algorithm1_step(model, statics, b.x, update=update,  # type: ignore[arg-type]
+                                       damping=damping, gain=1.0, dt=1.0, e=e)
+        cols.append(qa_new - b.qa)
+    return np.column_stack(cols)
+
+
+def _alg2_rates(model: MechanicalModel, q: FloatArray,
+                damping: float) -> tuple[FloatArray, FloatArray]:
+    """``(Rz, Re)``: Algorithm 2's rates are ``ΓZ Rz ex + ΓE Re eE`` (actuation coordinates);
+    columns from :func:`~poise.ik.held.algorithm2_rates` with unit errors and unit gains."""
+    b = blocks(model, q)
+    k, nu = model.task_dim, model.n - model.m
+    zx, zu = np.zeros(k), np.zeros(nu)
+    Rz = np.column_stack([algorithm2_rates(b, e, zu, 1.0, 1.0, damping=damping)
+                          for e in np.eye(k)])
+    Re = np.column_stack([algorithm2_rates(b, zx, e, 1.0, 1.0, damping=damping)
+                          for e in np.eye(nu)]) if nu else np.zeros((model.n, 0))
+    return Rz, Re
+
+
+def delay_periods(latency: float, period: float) -> int:
+    """The sensor-to-setpoint delay in whole periods for a measured ``latency`` [s]: a
+    setpoint written ``latency`` after the sample acts from then on; rounded up (at least 1
+    for any latency > 0), which only ever lowers the bound."""
+    if not latency > 0:
+        return 0
+    return max(1, math.ceil(latency / period - 1e-9))
+
+
+__all__ = ["ALGORITHM_GAINS", "IKGains", "LoopLinearisation", "Mode", "delay_periods",
+           "plant_matrices", "structural_modes"]
+

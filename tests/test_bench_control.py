@@ -1,0 +1,65 @@
+"""``poise bench control`` (issue 14 §4): the protocol's targets are held configurations, a
+case measures what it says, and the command writes its table and JSON."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+
+from poise.benchmarks import control
+from poise.cli import main
+from poise.controller.planner import plan_target
+from poise.controller.simulate import SimulatedLoop
+from poise.models.actuation import blocks
+
+
+def test_targets_are_stable_held_configurations_the_planner_reaches():
+    loop = SimulatedLoop(control.config_for("tendon_3link", "ff", "alg1"))
+    model = loop.model
+    targets = control.reachable_targets(model, loop.limits.qa_min, loop.limits.qa_max, 5, 3)
+    assert len({tuple(np.round(x, 9)) for x in targets}) == 5
+    for x in targets:
+        plan = plan_target(model, x, [np.zeros(model.n)], 1e-4)
+        assert plan.reachable and plan.error < 1e-4
+        b = blocks(model, plan.q_goal)
+        assert np.linalg.norm(b.Gu) < 1e-6  # held: nothing pushes along qu
+        assert np.linalg.eigvalsh(0.5 * (b.Huu + b.Huu.T))[0] > 0  # stable
+        lo, hi = loop.limits.qa_min, loop.limits.qa_max
+        inner = 0.5 * (1 - control.INNER) * (hi - lo)
+        assert np.all(b.qa >= lo + inner - 1e-6) and np.all(b.qa <= hi - inner + 1e-6)
+    # the same seed, the same targets (deterministic protocol)
+    again = control.reachable_targets(model, loop.limits.qa_min, loop.limits.qa_max, 5, 3)
+    assert all(np.array_equal(a, b) for a, b in zip(targets, again, strict=True))
+
+
+def test_a_case_reaches_and_holds_each_target_and_reports_what_it_measured():
+    out = control.run_case("soft_arm_stiff", "fb", "alg1", count=2, seed=5)
+    assert out["success_pct"] == 100.0
+    eps = out["band_m"]
+    assert eps == control.SUCCESS_ABS  # reach 1 m: 3 mm is the smaller
+    for r in out["targets"]:
+        assert r["success"] and r["error_m"] <= eps
+        # nothing settles before the arm could have got there at the allowed speed
+        assert r["settle_s"] >= r["move_s"]
+        assert r["settle_s"] <= r["goal_s"]  # the goal: within 3 periods of the slowest mode
+        assert r["peak_rate"] <= 1.0 + 1e-9  # the safety layer's rate limit holds
+        assert r["residual"] < 1e-6  # the prediction stays on E
+        assert math.isfinite(r["overshoot_pct"]) and r["overshoot_m"] >= 0
+    assert out["within_3T_pct"] == 100.0
+    assert out["gains"]["gamma"] > 0
+
+
+def test_bench_control_command_writes_table_and_json(tmp_path, capsys):
+    path = tmp_path / "control.json"
+    code = main(["bench", "control", "--models", "double_pendulum", "--modes", "ff",
+                 "--algorithms", "alg2", "--targets", "1", "--json", str(path), "--quiet"])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "double_pendulum  ff   alg2" in text and "max/3T" in text
+    result = json.loads(path.read_text())
+    (case,) = result["cases"]
+    assert case["model"] == "double_pendulum" and len(case["targets"]) == 1
+    assert case["success_pct"] == 100.0 and result["load_avg"]
+    assert main(["bench", "control", "--targets", "0", "--quiet"]) == 2
