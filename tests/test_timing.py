@@ -1,12 +1,21 @@
-"""The loop's timing statistics: percentiles computed without holding the GIL."""
+"""The loop's timing statistics (percentiles computed without holding the GIL), and no
+compilation once a run is under way."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from poise.controller.bus import Command
+from poise.controller.config import load_config
+from poise.controller.loop import Controller
+from poise.controller.state import State
 from poise.controller.timing import _QS, PERCENTILES, QUANTITIES, TimingStats, ring_percentiles
+from poise.examples import resolve_config
 
 values = st.lists(st.floats(-1e6, 1e6, allow_nan=False, allow_subnormal=False), min_size=0,
                   max_size=300)
@@ -46,3 +55,57 @@ def test_summary_reports_every_quantity_and_the_counters():
         assert s["latency_us"][key] == round(float(np.percentile(lat, q)), 1)
     assert s["cycles"] == 700 and s["missed"] == 7 and s["overruns"] == int((lat > 850).sum())
     assert s["window"] == 700
+
+
+def _compiled_signatures() -> dict[str, int]:
+    """Signatures compiled so far of every Numba kernel a run may call."""
+    import importlib
+    import pkgutil
+
+    from numba.core.dispatcher import Dispatcher
+
+    import poise.controller.timing
+    import poise.kernels
+    import poise.sim.compiled
+
+    modules = [importlib.import_module(f"poise.kernels.{m.name}")
+               for m in pkgutil.iter_modules(poise.kernels.__path__)]
+    modules += [poise.controller.timing, poise.sim.compiled]
+    return {f"{mod.__name__}.{name}": len(obj.signatures) for mod in modules
+            for name, obj in vars(mod).items() if isinstance(obj, Dispatcher)}
+
+
+@pytest.mark.parametrize("example", ["double_pendulum", "soft_arm_stiff"])
+def test_no_kernel_compiles_once_a_run_is_under_way(example):
+    """Numba compiles a new signature on its first call holding the GIL, for seconds on a
+    fresh install: inside a cycle (or beside it, in the real-time process) that stalls the
+    loop until the device's watchdog fires. Everything a run calls is compiled (or loaded)
+    at start-up: the controller here runs in this process against the virtual device."""
+    over = {"loop.rate": (250.0, "t"), "loop.process": ("shared", "t"),
+            "mqtt.enabled": (False, "t"), "device.port": ("sim", "t")}
+    ctl = Controller(load_config(resolve_config(example), over))
+    try:
+        assert ctl.connect().accepted
+        before = _compiled_signatures()
+        assert ctl.start().accepted and ctl.wait_for(State.RUNNING, timeout=60)
+        for algorithm in ("alg2", "plain", "alg1"):
+            assert ctl.submit(Command("algorithm", algorithm)).accepted
+            seq = ctl.summary()["timing"]["cycles"]
+            assert wait_until(lambda s=seq: ctl.summary()["timing"]["cycles"] > s + 50, 60)
+        assert ctl.submit(Command("mode", "ff")).accepted
+        assert ctl.set_target((np.asarray(ctl.params.target) * 0.95).tolist()).accepted
+        seq = ctl.summary()["timing"]["cycles"]
+        assert wait_until(lambda: ctl.summary()["timing"]["cycles"] > seq + 50, 60)
+        after = _compiled_signatures()
+    finally:
+        ctl.close()
+    assert {k: (before.get(k), v) for k, v in after.items() if v != before.get(k)} == {}
+
+
+def wait_until(predicate, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True

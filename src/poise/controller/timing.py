@@ -37,7 +37,7 @@ QUANTITIES = ("period_us", "lateness_us", "compute_us", "latency_us")
 _QS = np.array(list(PERCENTILES.values()))
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit("float64[:, :](float64[:, :], float64[:])", nogil=True, cache=True)
 def ring_percentiles(ring: np.ndarray, qs: np.ndarray) -> np.ndarray:
     """Percentiles ``qs`` [%, ascending] of the non-NaN values of each row of ``ring``
     (rows, size), linearly interpolated between order statistics as ``numpy.percentile``
@@ -105,7 +105,6 @@ class TimingStats:
         self.coalesced = 0
         self.overruns = 0
         self._lock = threading.Lock()
-        ring_percentiles(self._ring[:, :2], _QS)  # compiled (or loaded) now, never mid-run
 
     def record(self, period_us: float, lateness_us: float, compute_us: float,
                latency_us: float, overrun: bool) -> None:

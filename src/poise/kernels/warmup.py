@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from poise.kernels import held_solve, steps
+from poise.kernels import blocks, held_solve, steps
 from poise.kernels.packed import PackedModel
 
 
@@ -63,6 +63,10 @@ def warm_up(packed: PackedModel, *, dynamics: bool = True, solvers: bool = True
     run("fk", steps.fk, q)
     run("G", steps.G, q)
     state = run("blocks", steps.blocks, q)
+    t0 = time.perf_counter()  # called from Python too (blocks.Layout, the steppers' views)
+    blocks.offsets(n, m, k)
+    blocks.state_size(n, m, k)
+    times["offsets"] = time.perf_counter() - t0
     C, C_inv = packed.arrays.C, packed.arrays.C_inv
     qa_min, qa_max = np.full(m, -1.0), np.full(m, 1.0)
     for name, code in steps.ALGORITHM_CODES.items():
