@@ -22,6 +22,11 @@ from poise.controller.stability import ALGORITHM_GAINS, IKGains, LoopLinearisati
 #: mode (for the soft arms and the dancer the slowest closed-loop pole decays fastest at
 #: 0.3–0.4 × the bound; closer to the bound the mode's own damping is used up).
 DEFAULT_FRACTION = 0.3
+#: Automatic gains are also at most this [1/s]: the linearisation does not yet model the
+#: device's sampling and link delays, and the double pendulum on the virtual device rings
+#: from Γ ≈ 25/s in feedback although its analysed bound is ~480/s (Γ = 10/s settles). The
+#: soft arms' and the dancer's automatic gains (~0.3–1/s) are below it.
+AUTO_MAX = 10.0
 
 
 @dataclass(frozen=True)
@@ -123,7 +128,7 @@ def assess(loop: LoopLinearisation, g: IKGains, auto: Iterable[str] = ()
     fb = replace(g, mode="fb")
     defaults: dict[str, float] = {}
     for key in keys:
-        defaults[key] = DEFAULT_FRACTION * min(loop.bound(key, fb), rate)
+        defaults[key] = min(DEFAULT_FRACTION * loop.bound(key, fb), AUTO_MAX, rate)
         if key in auto:
             fb = fb.with_gain(key, defaults[key])
     live = replace(fb, mode=g.mode)
@@ -146,4 +151,4 @@ def warm(loop: LoopLinearisation, g: IKGains, auto: Iterable[str] = ()) -> None:
         assess(loop, replace(g, mode=mode), auto)
 
 
-__all__ = ["DEFAULT_FRACTION", "StabilityReport", "assess", "warm"]
+__all__ = ["AUTO_MAX", "DEFAULT_FRACTION", "StabilityReport", "assess", "warm"]
