@@ -25,6 +25,7 @@ from poise.controller.config import ConfigError, config_from_dict, load_config
 from poise.controller.loop import Controller
 from poise.controller.params import LiveParams
 from poise.controller.planner import TargetPlan, approach_move, plan_target
+from poise.controller.rtproc import RealtimeController
 from poise.controller.safety import SafetyLimits, limit_setpoint
 from poise.controller.state import State
 from poise.controller.stepper import make_stepper
@@ -203,12 +204,13 @@ def test_exit_code_says_fault_when_the_device_cannot_be_reached(tmp_path):
 
 @pytest.fixture
 def mqtt_service(broker_url, request, sim_device):  # noqa: F811 - the imported fixture
-    """A running controller on the virtual double pendulum, served over MQTT."""
+    """A running controller on the virtual double pendulum, served over MQTT: in this process,
+    or (parameter True) in a real-time process of its own, as ``poise run`` runs it."""
     dev = sim_device("double_pendulum")
     config = load_config(None, {"device.port": (dev.path, "test"),
                                 "algorithm.target": ([0.5], "test"),
                                 "loop.mode": ("ff", "test"), "mqtt.enabled": (False, "test")})
-    ctl = Controller(config)
+    ctl = RealtimeController(config) if getattr(request, "param", False) else Controller(config)
     mc = MqttConfig.from_url(broker_url, robot_id="safety-" + uuid.uuid4().hex[:8])
     request.addfinalizer(lambda: forget(mc))
     bridge = MqttBridge(ctl, ctl.subscribe(), ctl.events(), mc, model=ctl.model.describe())
@@ -233,6 +235,8 @@ def responses(rec: Recorder, ids: set[str], timeout: float) -> dict[str, list[di
         time.sleep(0.05)
 
 
+@pytest.mark.parametrize("mqtt_service", [False, True], indirect=True,
+                         ids=["in-process", "realtime-process"])
 def test_estop_overtakes_a_flood_of_targets_and_every_command_is_answered_once(mqtt_service):
     ctl, mc = mqtt_service
     with Recorder(mc) as rec:
@@ -258,6 +262,42 @@ def test_estop_overtakes_a_flood_of_targets_and_every_command_is_answered_once(m
     late = [e for e in events if e.kind == "param" and e.t > t_estop]
     assert late == []
     assert any(e.kind == "info" and e.data.get("code") == "estop_acknowledged" for e in events)
+    # the e-stop latch is not a barrier forever: clear and start are served again
+    assert ctl.clear().accepted and ctl.start().accepted
+    assert ctl.wait_for(State.RUNNING, 30)
+
+
+def test_in_the_realtime_process_the_estop_is_taken_from_mqtt_by_that_process(
+        broker_url, request, sim_device):  # noqa: F811 - the imported fixture
+    """With the real-time process, the e-stop's MQTT connection lives in that process: the
+    e-stop goes from the socket to the device there (the service process's own command path,
+    which a flood keeps busy, is never used), answered once, counted by the bridge."""
+    dev = sim_device("double_pendulum")
+    config = load_config(None, {"device.port": (dev.path, "test"),
+                                "algorithm.target": ([0.5], "test"),
+                                "loop.mode": ("ff", "test"), "mqtt.enabled": (False, "test")})
+    ctl = RealtimeController(config)
+    request.addfinalizer(ctl.close)
+    mc = MqttConfig.from_url(broker_url, robot_id="safety-rt-" + uuid.uuid4().hex[:8])
+    request.addfinalizer(lambda: forget(mc))
+    bridge = MqttBridge(ctl, ctl.subscribe(), ctl.events(), mc)
+    request.addfinalizer(bridge.stop)
+    bridge.start()
+    assert bridge.wait_connected(30)
+    assert ctl.start().accepted and ctl.wait_for(State.RUNNING, 30)
+    parent_path = []
+    bridge._post = lambda c, r: parent_path.append(c)  # the service process's way: unused
+    with Recorder(mc) as rec:
+        assert rec.connected.wait(30)
+        rec.command("estop", id="child-stop")
+        got = responses(rec, {"child-stop"}, timeout=60)
+        assert ctl.wait_for(State.ESTOP, 30)
+        time.sleep(0.5)  # a duplicate would come now
+        got = responses(rec, {"child-stop"}, timeout=0)
+    assert [r["accepted"] for r in got["child-stop"]] == [True]
+    assert parent_path == [] and bridge.stats.commands == 1 and bridge.stats.accepted == 1
+    # a call the parent sends after it learned of the e-stop is served, not cancelled
+    assert ctl.clear().accepted and ctl.state == State.READY
 
 
 def test_unreachable_target_is_announced_and_the_arm_comes_back(mqtt_service):

@@ -13,12 +13,13 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from multiprocessing import connection
 from typing import Any
 
 import numpy as np
 
-from poise.controller.bus import CommandResponse, CycleSample
+from poise.controller.bus import Command, CommandResponse, CycleSample
 from poise.controller.config import Config
 from poise.controller.ring import CycleRing, RingError
 from poise.controller.state import State
@@ -31,7 +32,7 @@ PUMP_HZ = 20.0
 CANCELLED_BY_ESTOP = ("connect", "start", "clear", "submit")
 #: What the child executes on request (its ``Controller`` methods, and ``close``).
 CALLS = (*CANCELLED_BY_ESTOP, "stop", "summary", "final_summary", "timing", "close",
-         "device_pid", "reset_timing")
+         "device_pid", "reset_timing", "serve_urgent", "stop_urgent")
 #: The name each command call answers under (``CommandResponse.command``).
 RESPONSE_NAME = {"start": "run", "stop": "run", "connect": "connect", "clear": "clear",
                   "estop": "estop"}
@@ -52,6 +53,11 @@ class _Child:
         self.events = ctl.events(history=True)
         self.up_lock = threading.Lock()
         self.barrier = 0  # the newest e-stop's call id: older commands are cancelled
+        # e-stops taken from MQTT here (serve_urgent) that the parent has not yet answered
+        # with a barrier: until it has, every call that an e-stop cancels is cancelled
+        self.unbarred = 0
+        self.barrier_lock = threading.Lock()
+        self.urgent: Any = None
         self.last_params: object = None
         self.last_plan: object = self  # never a plan: the first flush sends it
         self.ring_errors = 0
@@ -130,8 +136,13 @@ class _Child:
             except (EOFError, OSError):
                 self.quit.set()
                 return
+            if msg[0] == "barrier":  # the parent's answer to an e-stop taken here
+                with self.barrier_lock:
+                    self.unbarred -= 1
+                    self.barrier = max(self.barrier, msg[1])
+                continue
             cid, name, args = msg[1], msg[2], msg[3]
-            if name in CANCELLED_BY_ESTOP and cid < self.barrier:
+            if name in CANCELLED_BY_ESTOP and (self.unbarred or cid < self.barrier):
                 cmd = args[0] if name == "submit" else None
                 self.reply(cid, self.cancelled(cmd.name if cmd else RESPONSE_NAME[name],
                                                cmd.id if cmd else ""))
@@ -152,15 +163,41 @@ class _Child:
                 kind, cid, arg = self.estop_conn.recv()
             except (EOFError, OSError):
                 return
-            self.barrier = max(self.barrier, cid)
+            with self.barrier_lock:
+                self.barrier = max(self.barrier, cid)
             if kind == "estop":
                 self.reply(cid, self.ctl.estop(arg))
             else:  # a posted e-stop Command (recorded as a command event)
                 self.reply(cid, self.ctl.submit(arg))
 
+    def post_urgent(self, command: Command, reply: Callable[[CommandResponse], None]) -> None:
+        """An e-stop taken from MQTT in this process (``serve_urgent``): acted on in the
+        listener's thread, answered, then reported to the parent (which cancels what still
+        waits there and sends the barrier for what is on its way)."""
+        with self.barrier_lock:
+            self.unbarred += 1
+        response = self.ctl.submit(command)
+        reply(response)
+        self.send(("urgent", response))
+
+    def serve_urgent(self, config: Any, priority: int) -> bool:
+        """Start (once) the e-stop's own MQTT connection in this process."""
+        if self.urgent is None:
+            from poise.telemetry.urgent import UrgentListener
+
+            self.urgent = UrgentListener(
+                config, self.post_urgent, priority=priority,
+                on_connected=lambda up: self.send(("urgent_conn", up))).start()
+        return True
+
+    def stop_urgent(self) -> bool:
+        if self.urgent is not None:
+            self.urgent.stop(2.0)
+            self.urgent = None
+        return True
+
     def cancelled(self, name: str, cid: str) -> CommandResponse:
-        return CommandResponse(cid, name, False, f"cancelled by the e-stop (call "
-                                                 f"{self.barrier}) that came after it")
+        return CommandResponse(cid, name, False, "cancelled by an e-stop that came after it")
 
     def execute(self, name: str, args: tuple[Any, ...]) -> Any:
         if name not in CALLS:
@@ -168,6 +205,8 @@ class _Child:
         ctl = self.ctl
         if name == "close":
             return self.close_controller()
+        if name in ("serve_urgent", "stop_urgent"):
+            return getattr(self, name)(*args)
         if name == "device_pid":
             proc = getattr(ctl.sim, "proc", None)
             return None if proc is None else proc.pid

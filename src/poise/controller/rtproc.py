@@ -23,6 +23,10 @@ Channels between the two processes::
                                       a flood never reaches the child and no target is
                                       planned beside the running loop
                      e-stop           a pipe and a thread of its own: never behind a command
+    MQTT → child     e-stop           with MQTT on, the child holds an e-stop connection of
+                                      its own (:meth:`RealtimeController.serve_urgent`): an
+                                      e-stop goes from the socket to the device without this
+                                      process's GIL; the child answers it and reports it here
 
 The parent mirrors ``state``, ``reason``, ``params``, ``target_status`` and ``target_note``
 from what the child sends, so reading them costs no round trip.
@@ -95,6 +99,20 @@ class _Pending:
         self.done = threading.Event()
         self.ok = False
         self.value: Any = None
+
+
+class _ChildUrgent:
+    """The handle of the e-stop listener running in the child (``connected`` mirrors it)."""
+
+    def __init__(self, owner: RealtimeController,
+                 on_answer: Callable[[CommandResponse], None]) -> None:
+        self.owner, self.on_answer = owner, on_answer
+        self.connected = threading.Event()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        with contextlib.suppress(RealtimeError):
+            self.owner._call("stop_urgent", timeout=timeout)
+        self.connected.clear()
 
 
 class RealtimeController(SubscriberHub):
@@ -179,6 +197,7 @@ class RealtimeController(SubscriberHub):
         self._reader.start()
         #: Commands posted from outside (MQTT): queued, coalesced and planned here.
         self.dispatcher = CommandDispatcher(self._execute)
+        self._urgent: _ChildUrgent | None = None
 
     # ------------------------------------------------------------------ observation
 
@@ -299,6 +318,21 @@ class RealtimeController(SubscriberHub):
             self._fail(cid, self._dead or "real-time process gone")
         self.dispatcher.cancel_waiting(f"cancelled by the e-stop (id {command.id!r}) that "
                                        "came after it")
+
+    def serve_urgent(self, mqtt: Any, priority: int,
+                     on_answer: Callable[[CommandResponse], None]) -> _ChildUrgent:
+        """Serve MQTT e-stops in the real-time process itself (a connection of its own,
+        :class:`~poise.telemetry.urgent.UrgentListener`): from the socket to the device
+        without this process's GIL, which a flood of commands here holds. The child answers
+        them; ``on_answer`` is told each answer (in the reader thread; must not block).
+
+        Raises:
+            RealtimeError: the child is gone.
+        """
+        handle = _ChildUrgent(self, on_answer)
+        self._urgent = handle
+        self._call("serve_urgent", mqtt, priority, timeout=10.0)
+        return handle
 
     # ------------------------------------------------------------------ summary, close
 
@@ -521,9 +555,24 @@ class RealtimeController(SubscriberHub):
             self._answer(msg[1], msg[2], msg[3])
         elif kind == "params":
             self._params = LiveParams.from_dict(msg[1])
+        elif kind == "urgent":  # an e-stop the child took from MQTT and acted on
+            self._urgent_done(msg[1])
+        elif kind == "urgent_conn" and self._urgent is not None:
+            (self._urgent.connected.set if msg[1] else self._urgent.connected.clear)()
         elif kind == "plan":
             self._target = (msg[1], msg[2])
             self._plan_goal = None if msg[3] is None else np.asarray(msg[3], dtype=float)
+
+    def _urgent_done(self, response: CommandResponse) -> None:
+        """After an e-stop taken in the child: cancel what waits here, and tell the child
+        which calls are older than the e-stop (until then it cancels them all)."""
+        self.dispatcher.cancel_waiting(f"cancelled by the e-stop (id {response.id!r}) that "
+                                       "came after it")
+        with self._id_lock:
+            barrier = next(self._ids)
+        self._outbox.put(("barrier", barrier))
+        if self._urgent is not None:
+            self._urgent.on_answer(response)
 
     def _on_event(self, ev: Event) -> None:
         if ev.kind == "state":

@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import gc
 import logging
 import os
 import random
@@ -54,16 +53,22 @@ from poise.telemetry import records
 from poise.telemetry.clock import ClockAnchor, Decimator
 from poise.telemetry.mqtt_config import MqttConfig
 from poise.telemetry.topics import LOST, Topics, dumps, encode_batch, state_dict
+from poise.telemetry.urgent import (
+    CONNECT_GRACE,
+    URGENT_TOPICS,
+    UrgentListener,
+    collect_abandoned_clients,
+    parse_message,
+)
 
 log = logging.getLogger(__name__)
 
-#: How long a stop waits for a connect in progress to finish before abandoning it [s].
-CONNECT_GRACE = 1.0
-#: Commands served on a connection of their own, so a flood on ``set/#`` never delays them.
-URGENT_TOPICS = ("estop",)
-#: Longest another thread of this process holds the GIL while the e-stop thread waits for it,
-#: as long as a bridge runs (``sys.setswitchinterval``; Python's default is 5 ms, and the
-#: e-stop takes several turns of the GIL on its way to the device) [s].
+#: Longest another thread of this process holds the GIL while the bridge's threads wait for it,
+#: as long as a bridge runs (``sys.setswitchinterval``; Python's default is 5 ms): an e-stop
+#: served here takes several turns of the GIL on its way to the device, and the command thread
+#: must read a flood as fast as the broker delivers it (Mosquitto drops what queues beyond
+#: ``max_queued_messages``, 1,000 by default: with 5 ms turns beside the target planner, ~10 %
+#: of a 2,000-command flood was lost) [s].
 URGENT_SWITCH_INTERVAL = 5e-4
 #: Owed QoS-1 messages published at once (aiomqtt warns past its pending-calls threshold,
 #: which the bridge raises to this).
@@ -173,9 +178,9 @@ class MqttBridge:
         self._own_dispatcher = None if callable(post) else CommandDispatcher(handler.submit)
         self._post = post if callable(post) else self._own_dispatcher.post  # type: ignore[union-attr]
         self._rx: _ReceiveQueue | None = None
-        # e-stops come on a connection and a thread of their own: never behind a flood of
-        # other commands in one socket or one event loop
-        self._urgent = _UrgentListener(self)
+        # e-stops come on a connection and a thread of their own (in the real-time process
+        # when there is one): never behind a flood of other commands (see start)
+        self._urgent: Any = None
         # Owed QoS-1 messages (responses, events): removed only once the broker has them.
         self._owed: collections.deque[tuple[str, bytes]] = collections.deque(maxlen=100_000)
         self._owed_lock: asyncio.Lock | None = None
@@ -195,12 +200,30 @@ class MqttBridge:
         if self._thread is not None:
             return self
         self._thread = threading.Thread(target=self._thread_main, name="poise-mqtt", daemon=True)
+        # no other thread of this process holds the GIL long while a command or an e-stop
+        # waits for it (the command thread must keep up with a flood: the broker drops what
+        # it cannot deliver)
         self._switch = sys.getswitchinterval()
         sys.setswitchinterval(min(self._switch, URGENT_SWITCH_INTERVAL))
         self._thread.start()
-        self._urgent.start()
+        self._urgent = self._start_urgent()
         self._started.wait(5)
         return self
+
+    def _start_urgent(self) -> Any:
+        """The e-stop's listener: in the handler's real-time process if it serves one there
+        (``serve_urgent(config, priority, on_answer)``, answers published by that process and
+        reported here to be counted), else a thread of this process."""
+        serve = getattr(self.handler, "serve_urgent", None)
+        if callable(serve):
+            with contextlib.suppress(Exception):  # a gone child: e-stops then come this way
+                return serve(self.config, self.urgent_priority, self._count)
+        def post(command: Command, reply: Callable[[CommandResponse], None]) -> None:
+            self.stats.commands += 1
+            self._post(command, reply)
+
+        return UrgentListener(self.config, post, answer=self._answer,
+                              priority=self.urgent_priority).start()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Publish ``$state`` offline, disconnect cleanly and join the thread."""
@@ -209,7 +232,8 @@ class MqttBridge:
         if self._loop is not None and self._stopping is not None:
             with contextlib.suppress(RuntimeError):
                 self._loop.call_soon_threadsafe(self._stopping.set)
-        self._urgent.stop(timeout)
+        if self._urgent is not None:
+            self._urgent.stop(timeout)
         self._thread.join(timeout)
         self._thread = None
         if sys.getswitchinterval() == min(self._switch, URGENT_SWITCH_INTERVAL):
@@ -262,7 +286,7 @@ class MqttBridge:
             backoff = 0.2 if was_connected else min(backoff * 2, 5.0)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), backoff * random.uniform(0.8, 1.2))
-        await _collect_abandoned_clients()
+        await collect_abandoned_clients()
 
     async def _session_or_stop(self, stopper: asyncio.Task[Any]) -> bool:
         """Run a session; a stop requested before it connected abandons the attempt (a
@@ -305,7 +329,7 @@ class MqttBridge:
                                      timeout=5)
             await self._publish_status(client)  # retained $state and params first ...
             for _ in range(50):  # ... e-stops served (up to 5 s) ...
-                if self._urgent.connected.is_set():
+                if self._urgent is not None and self._urgent.connected.is_set():
                     break
                 await asyncio.sleep(0.1)
             self.connected.set()  # ... so "connected" means "announced"
@@ -460,16 +484,16 @@ class MqttBridge:
         async for message in client.messages:
             self._take(message)
 
-    def _take(self, message: aiomqtt.Message, refuse: str = "", urgent: bool = False) -> None:
+    def _take(self, message: aiomqtt.Message, refuse: str = "") -> None:
         """One received message: answered at once if it is malformed (or ``refuse`` is
         given), else posted to the dispatcher. While the urgent connection is up, the main
         one (which sees e-stops too, through ``set/#``) leaves them to it."""
         name = self.topics.command_name(str(message.topic))
-        if name is None or (not urgent and name in URGENT_TOPICS and
+        if name is None or (name in URGENT_TOPICS and self._urgent is not None and
                             self._urgent.connected.is_set()):
             return
         self.stats.commands += 1
-        parsed = self._parse(name, message)
+        parsed = parse_message(name, message, self._limits)
         if isinstance(parsed, CommandResponse):
             self._answer(parsed)
         elif refuse:
@@ -489,15 +513,6 @@ class MqttBridge:
 
         return Queue
 
-    def _parse(self, name: str, message: aiomqtt.Message) -> Command | CommandResponse:
-        if message.retain:
-            return CommandResponse(
-                id="", command=name, accepted=False,
-                reason="retained command ignored: publish commands with retain=false")
-        payload = message.payload
-        raw = payload if isinstance(payload, bytes | bytearray) else str(payload).encode()
-        return cmds.parse(name, bytes(raw), self._limits)
-
     def _refuse_unprocessed(self, reason: str) -> None:
         """Answer the commands received but not yet handled when the session ended."""
         rx, self._rx = self._rx, None
@@ -505,24 +520,20 @@ class MqttBridge:
             self._take(rx.get_nowait(), refuse=reason)
 
     def _answer(self, response: CommandResponse) -> None:
+        self._tally(response)
+        self._owed.append((self.topics.response, dumps(response.as_dict())))
+
+    def _tally(self, response: CommandResponse) -> None:
         if response.accepted:
             self.stats.accepted += 1
             self._params_dirty = True
         else:
             self.stats.refused += 1
-        self._owed.append((self.topics.response, dumps(response.as_dict())))
 
-
-async def _collect_abandoned_clients() -> None:
-    """Destroy aiomqtt clients abandoned mid-connect while their event loop still runs.
-
-    A session cancelled during ``Client.__aenter__`` (a stop while connecting) leaves paho's
-    socket open; were it garbage-collected after ``asyncio.run`` closed the loop, its socket
-    callback would print "Event loop is closed" (aiomqtt issue #377). Collecting it here, and
-    letting the loop run the cancellation it schedules, ends it cleanly."""
-    gc.collect()
-    for _ in range(3):
-        await asyncio.sleep(0)
+    def _count(self, response: CommandResponse) -> None:
+        """An e-stop served and answered in the real-time process, counted here."""
+        self.stats.commands += 1
+        self._tally(response)
 
 
 class _ReceiveQueue(asyncio.PriorityQueue):  # type: ignore[type-arg]
@@ -544,68 +555,3 @@ class _ReceiveQueue(asyncio.PriorityQueue):  # type: ignore[type-arg]
 
     def _get(self) -> aiomqtt.Message:  # type: ignore[override]
         return super()._get()[2]
-
-
-class _UrgentListener:
-    """The e-stop's own MQTT connection, in its own thread and event loop: subscribed to
-    :data:`URGENT_TOPICS` only, each message handed to the bridge's ``_take`` (which posts it:
-    the e-stop then acts in this thread, straight to the device). Reconnects like the bridge."""
-
-    def __init__(self, bridge: MqttBridge) -> None:
-        self.bridge = bridge
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stopping: asyncio.Event | None = None
-        self._ready = threading.Event()
-        self.connected = threading.Event()
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()),
-                                        name="poise-mqtt-estop", daemon=True)
-        self._thread.start()
-        self._ready.wait(5)
-
-    def stop(self, timeout: float) -> None:
-        if self._loop is not None and self._stopping is not None:
-            with contextlib.suppress(RuntimeError):
-                self._loop.call_soon_threadsafe(self._stopping.set)
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
-
-    async def _main(self) -> None:
-        from poise.controller.loop import fifo
-
-        fifo(self.bridge.urgent_priority)  # this thread only: it sleeps until an e-stop
-        self._loop = asyncio.get_running_loop()
-        self._stopping = asyncio.Event()
-        self._ready.set()
-        backoff = 0.2
-        stopper = asyncio.create_task(self._stopping.wait())
-        while not self._stopping.is_set():
-            session = asyncio.create_task(self._session())
-            await asyncio.wait({session, stopper}, return_when=asyncio.FIRST_COMPLETED)
-            if not session.done() and not self.connected.is_set():  # see CONNECT_GRACE
-                await asyncio.wait({session}, timeout=CONNECT_GRACE)
-            if not session.done():
-                session.cancel()
-            with contextlib.suppress(asyncio.CancelledError, aiomqtt.MqttError, OSError):
-                await session
-            del session  # nothing may keep an abandoned client alive past the loop
-            self.connected.clear()
-            if self._stopping.is_set():
-                break
-            backoff = min(backoff * 2, 5.0)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), backoff * random.uniform(0.8, 1.2))
-        await _collect_abandoned_clients()
-
-    async def _session(self) -> None:
-        cfg, topics = self.bridge.config, self.bridge.topics
-        ident = f"poise-{cfg.robot_id}-{os.getpid()}-estop-{random.randrange(1 << 32):08x}"
-        async with cfg.client(identifier=ident) as client:
-            for name in URGENT_TOPICS:
-                await client.subscribe(topics.set(name), qos=1)
-            self.connected.set()
-            async for message in client.messages:
-                self.bridge._take(message, urgent=True)

@@ -5,7 +5,8 @@ device on a pty, a real MQTT broker (Mosquitto on 127.0.0.1:1883 when it listens
 embedded one), the MCAP log on, and ``poise run`` as a real subprocess:
 
 * :func:`estop_under_flood` — rounds of 2,000 target commands published at once and an e-stop
-  right behind them: time from publishing the e-stop to the device acknowledging it
+  right behind them, from another client (the operator's button): time from publishing the
+  e-stop to the device acknowledging it
   (``estop_acknowledged`` event, same monotonic clock), and whether every command got exactly
   one response.
 * :func:`command_flood` — 2,000 mixed commands while running: responses (exactly one each) and
@@ -106,24 +107,51 @@ class _Service:
         self.telemetry.stop()
 
 
+class _EstopButton:
+    """The operator's e-stop: a client of its own (its own connection and network thread, as
+    a button on another device would be), so the time measured from its publish is the
+    service's and the broker's, not the flooding client's own backlog of responses."""
+
+    def __init__(self, mqtt: MqttConfig) -> None:
+        import paho.mqtt.client as paho
+
+        self.client = paho.Client(paho.CallbackAPIVersion.VERSION2,
+                                  client_id=f"stress-estop-{uuid.uuid4().hex[:8]}")
+        if mqtt.username:
+            self.client.username_pw_set(mqtt.username, mqtt.password)
+        self.client.connect(mqtt.host, mqtt.port, keepalive=30)
+        self.client.loop_start()
+
+    def press(self, topic: str, estop_id: str) -> float:
+        """Publish the e-stop (QoS 1); the monotonic time just before."""
+        payload = json.dumps({"id": estop_id, "value": None})
+        t = time.monotonic()
+        self.client.publish(topic, payload, qos=1)
+        return t
+
+    def close(self) -> None:
+        self.client.loop_stop()
+        self.client.disconnect()
+
+
 async def _publish_round(url: str, robot_id: str, commands: list[tuple[str, Any, str]],
                          estop_id: str | None, timeout: float) -> dict[str, Any]:
-    """Publish ``commands`` all at once (QoS 1), then the e-stop (if any); collect responses
-    until every command is answered. Returns the monotonic time the e-stop was published and
-    the number of responses per id."""
+    """Publish ``commands`` all at once (QoS 1), then the e-stop (if any) from a client of its
+    own; collect responses until every command is answered. Returns the monotonic time the
+    e-stop was published and the number of responses per id."""
     mqtt, topics = MqttConfig.from_url(url, robot_id=robot_id), Topics(robot_id)
     expect = {c for _, _, c in commands} | ({estop_id} if estop_id else set())
     answers: dict[str, int] = {}
+    sys.setswitchinterval(1e-4)  # the button's thread never waits long for the GIL
+    button = _EstopButton(mqtt) if estop_id is not None else None
     async with mqtt.client(identifier=f"stress-{uuid.uuid4().hex[:8]}") as client:
         client.pending_calls_threshold = len(commands) + 16
         await client.subscribe(topics.response, qos=1)
         await asyncio.gather(*(client.publish(topics.set(name), json.dumps(
             {"id": cid, "value": value}), qos=1) for name, value, cid in commands))
         t_estop = None
-        if estop_id is not None:
-            t_estop = time.monotonic()
-            await client.publish(topics.set("estop"), json.dumps({"id": estop_id,
-                                                                  "value": None}), qos=1)
+        if button is not None and estop_id is not None:
+            t_estop = button.press(topics.set("estop"), estop_id)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):
                 async for message in client.messages:
@@ -138,6 +166,8 @@ async def _publish_round(url: str, robot_id: str, commands: list[tuple[str, Any,
                 async for message in client.messages:
                     ident = str(json.loads(message.payload).get("id", ""))  # type: ignore[arg-type]
                     answers[ident] = answers.get(ident, 0) + 1
+    if button is not None:
+        button.close()
     return {"t_estop": t_estop, "answers": answers}
 
 

@@ -1,0 +1,180 @@
+"""The e-stop's own MQTT connection: subscribed to :data:`URGENT_TOPICS` only, in a thread and
+event loop of its own, so an e-stop is never behind a flood of other commands in one socket,
+one receive queue or one event loop.
+
+:class:`UrgentListener` parses each message (:func:`parse_message`, the same checks as every
+other command) and hands the command to ``post(command, reply)``; ``reply`` answers it: by
+default on this very connection (QoS 1, published at once), or through ``answer`` when the
+owner publishes answers itself. Where it runs is the owner's choice: the MQTT bridge runs one
+beside an in-process controller; with the real-time process
+(:class:`~poise.controller.rtproc.RealtimeController`) it runs *in* that process, so the e-stop
+goes from the socket to the device without waiting for the service process's GIL, which the
+command flood holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import os
+import random
+import threading
+from collections.abc import Callable
+
+import aiomqtt
+
+from poise.controller.bus import Command, CommandResponse
+from poise.telemetry import commands as cmds
+from poise.telemetry.mqtt_config import MqttConfig
+from poise.telemetry.topics import Topics, dumps
+
+#: Commands served on a connection of their own, so a flood on ``set/#`` never delays them.
+URGENT_TOPICS = ("estop",)
+#: How long a stop waits for a connect in progress to finish before abandoning it [s].
+CONNECT_GRACE = 1.0
+
+Reply = Callable[[CommandResponse], None]
+Post = Callable[[Command, Reply], None]
+
+
+def parse_message(name: str, message: aiomqtt.Message,
+                  limits: cmds.Limits | None = None) -> Command | CommandResponse:
+    """A received ``set/<name>`` message as a checked :class:`Command`, or its refusal (a
+    retained command is never executed: it would move the arm at every reconnect)."""
+    if message.retain:
+        return CommandResponse(id="", command=name, accepted=False,
+                               reason="retained command ignored: publish commands with "
+                                      "retain=false")
+    payload = message.payload
+    raw = payload if isinstance(payload, bytes | bytearray) else str(payload).encode()
+    return cmds.parse(name, bytes(raw), limits or cmds.Limits())
+
+
+async def collect_abandoned_clients() -> None:
+    """An aiomqtt client abandoned while connecting (cancelled) keeps a reference cycle and its
+    socket open; were it garbage-collected after ``asyncio.run`` closed the loop, its socket
+    callback would print "Event loop is closed" (aiomqtt issue #377). Collecting it here, and
+    letting the loop run the cancellation it schedules, ends it cleanly."""
+    gc.collect()
+    for _ in range(3):
+        await asyncio.sleep(0)
+
+
+class UrgentListener:
+    """E-stops from MQTT, on a connection and in a thread of their own (see the module
+    docstring). Reconnects with backoff (0.2 s … 5 s) like the bridge.
+
+    Args:
+        config: the broker and robot id.
+        post: acts on a parsed command in this thread and answers it through ``reply``
+            (exactly once).
+        answer: where answers (and refusals of malformed messages) go; default: published on
+            ``response`` over this connection.
+        priority: ``SCHED_FIFO`` priority of this thread where the OS grants it (0: normal).
+        on_connected: told ``True``/``False`` as the connection comes and goes.
+    """
+
+    def __init__(self, config: MqttConfig, post: Post, *, answer: Reply | None = None,
+                 priority: int = 0,
+                 on_connected: Callable[[bool], None] | None = None) -> None:
+        self.config, self.topics = config, Topics(config.robot_id)
+        self.post, self.priority = post, priority
+        self.answer = answer or self._publish
+        self.on_connected = on_connected
+        self.connected = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping: asyncio.Event | None = None
+        self._client: aiomqtt.Client | None = None
+        self._ready = threading.Event()
+
+    def start(self) -> UrgentListener:
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._main()),
+                                        name="poise-mqtt-estop", daemon=True)
+        self._thread.start()
+        self._ready.wait(5)
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        if self._loop is not None and self._stopping is not None:
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._stopping.set)
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def _set_connected(self, up: bool) -> None:
+        (self.connected.set if up else self.connected.clear)()
+        if self.on_connected is not None:
+            self.on_connected(up)
+
+    def _publish(self, response: CommandResponse) -> None:
+        """Publish ``response`` on this connection (from any thread)."""
+        loop, client = self._loop, self._client
+        if loop is None or client is None:
+            return
+        payload = dumps(response.as_dict())
+
+        def send() -> None:
+            task = loop.create_task(client.publish(self.topics.response, payload, qos=1))
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+        with contextlib.suppress(RuntimeError):  # the loop has closed: the run is over
+            loop.call_soon_threadsafe(send)
+
+    async def _main(self) -> None:
+        from poise.controller.loop import fifo
+
+        fifo(self.priority)  # this thread only: it sleeps until an e-stop
+        self._loop = asyncio.get_running_loop()
+        self._stopping = asyncio.Event()
+        self._ready.set()
+        backoff = 0.2
+        stopper = asyncio.create_task(self._stopping.wait())
+        while not self._stopping.is_set():
+            session = asyncio.create_task(self._session())
+            await asyncio.wait({session, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            if not session.done() and not self.connected.is_set():  # see CONNECT_GRACE
+                await asyncio.wait({session}, timeout=CONNECT_GRACE)
+            if not session.done():
+                session.cancel()
+            with contextlib.suppress(asyncio.CancelledError, aiomqtt.MqttError, OSError):
+                await session
+            del session  # nothing may keep an abandoned client alive past the loop
+            self._client = None
+            if self.connected.is_set():
+                self._set_connected(False)
+            if self._stopping.is_set():
+                break
+            backoff = min(backoff * 2, 5.0)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), backoff * random.uniform(0.8, 1.2))
+        stopper.cancel()
+        await collect_abandoned_clients()
+
+    async def _session(self) -> None:
+        cfg, topics = self.config, self.topics
+        ident = f"poise-{cfg.robot_id}-{os.getpid()}-estop-{random.randrange(1 << 32):08x}"
+        async with cfg.client(identifier=ident) as client:
+            for name in URGENT_TOPICS:
+                await client.subscribe(topics.set(name), qos=1)
+            self._client = client
+            self._set_connected(True)
+            async for message in client.messages:
+                self.take(message)
+
+    def take(self, message: aiomqtt.Message) -> None:
+        """One received message: refused if malformed, else posted."""
+        name = self.topics.command_name(str(message.topic))
+        if name not in URGENT_TOPICS:
+            return
+        parsed = parse_message(name, message)
+        if isinstance(parsed, CommandResponse):
+            self.answer(parsed)
+        else:
+            self.post(parsed, self.answer)
+
+
+__all__ = ["CONNECT_GRACE", "URGENT_TOPICS", "Post", "Reply", "UrgentListener",
+           "collect_abandoned_clients", "parse_message"]
