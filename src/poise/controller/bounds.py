@@ -22,10 +22,12 @@ from poise.controller.stability import ALGORITHM_GAINS, IKGains, LoopLinearisati
 #: mode (for the soft arms and the dancer the slowest closed-loop pole decays fastest at
 #: 0.3–0.4 × the bound; closer to the bound the mode's own damping is used up).
 DEFAULT_FRACTION = 0.3
-#: Automatic gains are also at most this [1/s]: the linearisation does not yet model the
-#: device's sampling and link delays, and the double pendulum on the virtual device rings
-#: from Γ ≈ 25/s in feedback although its analysed bound is ~480/s (Γ = 10/s settles). The
-#: soft arms' and the dancer's automatic gains (~0.3–1/s) are below it.
+#: Automatic gains are also at most this [1/s]: the linearisation does not model the
+#: actuators' effort limits. The double pendulum's servo saturates on any move; with the
+#: anti-windup on the device's SATURATED bit (:meth:`ControlStep._anti_windup`) it settles at
+#: every gain up to 0.8 × its bound (~480/s) in simulated time, but on the virtual device
+#: (one period of delay more, its own sampling) Γ = 25/s settles and 50/s rings. The soft
+#: arms' and the dancer's automatic gains (~0.3–1/s) are below it.
 AUTO_MAX = 10.0
 
 

@@ -705,7 +705,7 @@ class Controller(SubscriberHub):
                 step.reset(q, p.algorithm)
                 self._reset_pending = False
             try:
-                out = step.update(q, p)
+                out = step.update(q, p, bool(status & msg.Status.SATURATED))
             except StepFault as exc:
                 self._hold_last()
                 self._fault(str(exc), algorithm=p.algorithm)

@@ -23,6 +23,7 @@ from poise.controller.config import Config, ControllerModel, build_model
 from poise.controller.params import LiveParams, with_plan
 from poise.controller.safety import SafetyLimits
 from poise.controller.step import ControlStep, StepOutput, stepper_factory
+from poise.devices.base import Status
 from poise.devices.inprocess import SimulatedDevice
 from poise.models.base import FloatArray
 from poise.sim.plant import SimPlant, make_plant
@@ -94,7 +95,8 @@ class SimulatedLoop:
         """One period: read the sensors, update, write the setpoint (the read advances the
         plant to the next sample)."""
         sample = self.device.read()
-        out = self.step.update(np.asarray(sample.q, dtype=float), self.params)
+        out = self.step.update(np.asarray(sample.q, dtype=float), self.params,
+                               bool(sample.status & Status.SATURATED))
         self.device.write(out.qa, out.tau)
         self.time += self.period
         self.last = out

@@ -156,7 +156,8 @@ class ControlStep:
         self.plan = plan
         self.goal = plan.qa_goal if plan.approach else None
 
-    def _anti_windup(self, qa: FloatArray, proposed: FloatArray, q: FloatArray) -> FloatArray:
+    def _anti_windup(self, qa: FloatArray, proposed: FloatArray, q: FloatArray,
+                     saturated: bool = False) -> FloatArray:
         """Conditional integration: an actuator that lags its setpoint by more than
         :data:`WINDUP_BAND` of its range (its effort at the limit, a joint at a stop) keeps
         its setpoint where it is rather than integrate the error further away; what the
@@ -167,7 +168,7 @@ class ControlStep:
             span = lim.qa_max - lim.qa_min
             self._band = (lim, WINDUP_BAND * np.where(np.isfinite(span), span, 1.0))
         lag = proposed - self._A @ q
-        away = (np.abs(lag) > self._band[1]) & ((proposed - qa) * lag > 0)
+        away = ((np.abs(lag) > self._band[1]) | saturated) & ((proposed - qa) * lag > 0)
         if away.any():
             self.windup_holds += 1
             return np.where(away, qa, proposed)
@@ -179,7 +180,7 @@ class ControlStep:
         stepper.reset(np.asarray(q, dtype=float), self.limits.qa_min, self.limits.qa_max)
         self.stepper = stepper
 
-    def update(self, q: FloatArray, p: LiveParams) -> StepOutput:
+    def update(self, q: FloatArray, p: LiveParams, saturated: bool = False) -> StepOutput:
         """One cycle from the measured ``q`` with the live parameters ``p``.
 
         Raises:
@@ -215,7 +216,7 @@ class ControlStep:
             if self._move_time >= move.duration and self.goal is goal:
                 self.goal = None  # arrived: the IK takes over next cycle
         elif p.mode == "fb":
-            proposed = self._anti_windup(stepper.qa, proposed, q)
+            proposed = self._anti_windup(stepper.qa, proposed, q, saturated)
         qa_safe, _, _ = limit_setpoint(self.limits, stepper.qa, proposed, period)
         stepper.commit(qa_safe)
         tau = stepper.tau if self.effort_feedforward else None

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from poise.devices.base import DeviceError, DeviceInfo, Sample, Status
+from poise.sim.sensors import STATUS_SATURATED
 
 
 class SimulatedDevice:
@@ -64,8 +65,10 @@ class SimulatedDevice:
 
     def latest(self) -> Sample:
         """The sensors now (the plant is not advanced)."""
-        q, qa, tau, _ = self.plant.read_sensors()
+        q, qa, tau, plant_status = self.plant.read_sensors()
         status = Status(0)
+        if int(plant_status) & STATUS_SATURATED:  # as the firmware reports it
+            status |= Status.SATURATED
         if self._armed:
             status |= Status.ARMED
         if self._estop:
