@@ -197,7 +197,7 @@ class _Child:
         return True
 
     def cancelled(self, name: str, cid: str) -> CommandResponse:
-        return CommandResponse(cid, name, False, "cancelled by an e-stop that came after it")
+        return CommandResponse(cid, name, False, "cancelled by the e-stop that came after it")
 
     def execute(self, name: str, args: tuple[Any, ...]) -> Any:
         if name not in CALLS:
