@@ -323,3 +323,19 @@ def test_unreachable_target_is_announced_and_the_arm_comes_back(mqtt_service):
         time.sleep(0.1)
     s = ctl.summary()
     assert s["task_error_predicted"] < 1e-4 and s["state"] == "running", s
+
+
+def test_the_stress_bench_tells_an_interrupt_in_cpythons_start_up_from_one_in_poise():
+    """A SIGINT in CPython's own start-up (before poise's first line) gives Python's traceback,
+    which no program can prevent; ``poise bench stress`` reports it apart from poise's own."""
+    from poise.telemetry.stress import interpreter_startup_interrupt
+
+    proc = subprocess.run([sys.executable, "-c",
+                           "import os, signal; os.kill(os.getpid(), signal.SIGINT)"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "KeyboardInterrupt" in proc.stderr
+    assert interpreter_startup_interrupt(proc.stderr)
+    inside = proc.stderr.replace('File "<string>"',
+                                 f'File "{os.sep}x{os.sep}poise{os.sep}cli{os.sep}run.py"')
+    assert not interpreter_startup_interrupt(inside)
+    assert not interpreter_startup_interrupt("Traceback ...\nValueError: x\n")

@@ -325,7 +325,7 @@ def signal_storm(runs: int = 100, seed: int = 2, duration: float = 3.0,
     ``poise run --duration`` starts: start-up, running and shutdown are all hit."""
     rng = random.Random(seed)
     exits, bad = [], []
-    delivered = early_exit = default_handler = 0
+    delivered = early_exit = default_handler = in_interpreter = 0
     while delivered < runs:
         with tempfile.TemporaryDirectory() as tmp:
             proc = _spawn(["--duration", str(duration), "--no-log", "--quiet"], tmp)
@@ -350,12 +350,24 @@ def signal_storm(runs: int = 100, seed: int = 2, duration: float = 3.0,
             ok = took <= 2.0 and procs == 0 and files == 0 and "Traceback" not in text
             default_handler += proc.returncode < 0  # before poise installed its own
             exits.append(took)
-            if not ok:
+            if not ok and interpreter_startup_interrupt(text) and procs == files == 0:
+                in_interpreter += 1  # before poise's first line: no program can catch it
+            elif not ok:
                 bad.append({"signal": sig.name, "exit": proc.returncode, "seconds": took,
                             "processes": procs, "files": files, "stderr": text[-400:]})
-    clean = runs - len(bad)
+    clean = runs - len(bad) - in_interpreter
     return {"runs": runs, "clean": clean, "exit_s": _pct(exits), "exited_before_signal":
-            early_exit, "ended_by_default_handler": default_handler, "failures": bad[:5]}
+            early_exit, "ended_by_default_handler": default_handler,
+            "interrupted_in_interpreter_startup": in_interpreter, "failures": bad[:5]}
+
+
+def interpreter_startup_interrupt(stderr: str) -> bool:
+    """A KeyboardInterrupt traceback none of whose frames is poise's: the SIGINT came while
+    CPython itself was starting (``site``, the import system), before the first line of
+    :mod:`poise._entry` could install its handler."""
+    frames = [line for line in stderr.splitlines() if line.lstrip().startswith("File ")]
+    return "KeyboardInterrupt" in stderr and not any(
+        f"{os.sep}poise{os.sep}" in line for line in frames)
 
 
 def sigkill_orphans(runs: int = 20) -> dict[str, Any]:
@@ -425,9 +437,13 @@ def table(r: dict[str, Any]) -> str:
                      f"{f['superseded']}, busy {f['busy']}")
     if "signals" in r:
         g = r["signals"]
+        early = g.get("interrupted_in_interpreter_startup", 0)
         lines.append(f"SIGINT/SIGTERM at random moments: {g['clean']}/{g['runs']} clean exits "
-                     f"(<= 2 s, no traceback, nothing left); exit p50 {g['exit_s']['p50']} / "
-                     f"max {g['exit_s']['max']} s")
+                     f"(<= 2 s, no traceback, nothing left)"
+                     + (f", {early} interrupted in CPython's own start-up before poise's "
+                        "first line (its KeyboardInterrupt traceback, nothing left)"
+                        if early else "")
+                     + f"; exit p50 {g['exit_s']['p50']} / max {g['exit_s']['max']} s")
     if "sigkill" in r:
         k = r["sigkill"]
         lines.append(f"SIGKILL with a simulator child: {k['runs']} runs, processes left "
@@ -435,7 +451,8 @@ def table(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["command_flood", "estop_under_flood", "run", "sigkill_orphans", "signal_storm",
+__all__ = ["command_flood", "estop_under_flood", "interpreter_startup_interrupt", "run",
+           "sigkill_orphans", "signal_storm",
            "table"]
 
 
