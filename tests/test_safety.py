@@ -292,10 +292,17 @@ def test_in_the_realtime_process_the_estop_is_taken_from_mqtt_by_that_process(
         rec.command("estop", id="child-stop")
         got = responses(rec, {"child-stop"}, timeout=60)
         assert ctl.wait_for(State.ESTOP, 30)
+        rec.publish(f"poise/{mc.robot_id}/set/estop", b"\xff\xfe")  # not UTF-8: refused
+        end = time.monotonic() + 60
+        while len(rec.named("response")) < 2 and time.monotonic() < end:
+            time.sleep(0.05)
         time.sleep(0.5)  # a duplicate would come now
         got = responses(rec, {"child-stop"}, timeout=0)
+        refusals = [m.json() for m in rec.named("response") if m.json()["id"] == ""]
     assert [r["accepted"] for r in got["child-stop"]] == [True]
-    assert parent_path == [] and bridge.stats.commands == 1 and bridge.stats.accepted == 1
+    assert [r["accepted"] for r in refusals] == [False]
+    assert parent_path == [] and bridge.stats.commands == 2
+    assert (bridge.stats.accepted, bridge.stats.refused) == (1, 1)
     # a call the parent sends after it learned of the e-stop is served, not cancelled
     assert ctl.clear().accepted and ctl.state == State.READY
 

@@ -178,7 +178,7 @@ class _Child:
             self.unbarred += 1
         response = self.ctl.submit(command)
         reply(response)
-        self.send(("urgent", response))
+        self.send(("urgent", response.id))
 
     def serve_urgent(self, config: Any, priority: int) -> bool:
         """Start (once) the e-stop's own MQTT connection in this process."""
@@ -187,7 +187,8 @@ class _Child:
 
             self.urgent = UrgentListener(
                 config, self.post_urgent, priority=priority,
-                on_connected=lambda up: self.send(("urgent_conn", up))).start()
+                on_connected=lambda up: self.send(("urgent_conn", up)),
+                observe=lambda response: self.send(("urgent_answer", response))).start()
         return True
 
     def stop_urgent(self) -> bool:

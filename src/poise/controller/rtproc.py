@@ -557,22 +557,23 @@ class RealtimeController(SubscriberHub):
             self._params = LiveParams.from_dict(msg[1])
         elif kind == "urgent":  # an e-stop the child took from MQTT and acted on
             self._urgent_done(msg[1])
+        elif kind == "urgent_answer" and self._urgent is not None:  # given by the child
+            with contextlib.suppress(Exception):  # the owner's callback must not stop us
+                self._urgent.on_answer(msg[1])
         elif kind == "urgent_conn" and self._urgent is not None:
             (self._urgent.connected.set if msg[1] else self._urgent.connected.clear)()
         elif kind == "plan":
             self._target = (msg[1], msg[2])
             self._plan_goal = None if msg[3] is None else np.asarray(msg[3], dtype=float)
 
-    def _urgent_done(self, response: CommandResponse) -> None:
+    def _urgent_done(self, estop_id: str) -> None:
         """After an e-stop taken in the child: cancel what waits here, and tell the child
         which calls are older than the e-stop (until then it cancels them all)."""
-        self.dispatcher.cancel_waiting(f"cancelled by the e-stop (id {response.id!r}) that "
+        self.dispatcher.cancel_waiting(f"cancelled by the e-stop (id {estop_id!r}) that "
                                        "came after it")
         with self._id_lock:
             barrier = next(self._ids)
         self._outbox.put(("barrier", barrier))
-        if self._urgent is not None:
-            self._urgent.on_answer(response)
 
     def _on_event(self, ev: Event) -> None:
         if ev.kind == "state":

@@ -218,12 +218,9 @@ class MqttBridge:
         if callable(serve):
             with contextlib.suppress(Exception):  # a gone child: e-stops then come this way
                 return serve(self.config, self.urgent_priority, self._count)
-        def post(command: Command, reply: Callable[[CommandResponse], None]) -> None:
-            self.stats.commands += 1
-            self._post(command, reply)
-
-        return UrgentListener(self.config, post, answer=self._answer,
-                              priority=self.urgent_priority).start()
+        return UrgentListener(self.config, self._post, answer=self._answer,
+                              priority=self.urgent_priority, observe=self._count_command
+                              ).start()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Publish ``$state`` offline, disconnect cleanly and join the thread."""
@@ -530,9 +527,12 @@ class MqttBridge:
         else:
             self.stats.refused += 1
 
-    def _count(self, response: CommandResponse) -> None:
-        """An e-stop served and answered in the real-time process, counted here."""
+    def _count_command(self, _response: CommandResponse) -> None:
         self.stats.commands += 1
+
+    def _count(self, response: CommandResponse) -> None:
+        """A command served and answered in the real-time process, counted here."""
+        self._count_command(response)
         self._tally(response)
 
 

@@ -73,14 +73,17 @@ class UrgentListener:
             ``response`` over this connection.
         priority: ``SCHED_FIFO`` priority of this thread where the OS grants it (0: normal).
         on_connected: told ``True``/``False`` as the connection comes and goes.
+        observe: told every answer once it is given (a refusal of a malformed message too),
+            e.g. to count it.
     """
 
     def __init__(self, config: MqttConfig, post: Post, *, answer: Reply | None = None,
-                 priority: int = 0,
-                 on_connected: Callable[[bool], None] | None = None) -> None:
+                 priority: int = 0, on_connected: Callable[[bool], None] | None = None,
+                 observe: Reply | None = None) -> None:
         self.config, self.topics = config, Topics(config.robot_id)
         self.post, self.priority = post, priority
-        self.answer = answer or self._publish
+        self._give = answer or self._publish
+        self._observe = observe
         self.on_connected = on_connected
         self.connected = threading.Event()
         self._thread: threading.Thread | None = None
@@ -103,6 +106,12 @@ class UrgentListener:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+
+    def answer(self, response: CommandResponse) -> None:
+        """Give ``response`` (the one answer to its command), then tell ``observe``."""
+        self._give(response)
+        if self._observe is not None:
+            self._observe(response)
 
     def _set_connected(self, up: bool) -> None:
         (self.connected.set if up else self.connected.clear)()
