@@ -178,18 +178,52 @@ def test_acks_match_requests_by_sequence_number_in_any_order(order):
 
 def test_request_times_out_at_its_deadline_and_a_late_ack_is_ignored():
     clock = Clock(10.0)
-    core, _ = connected(clock, timeout=0.5, heartbeat=0)
+    core, _ = connected(clock, timeout=0.6, heartbeat=0)
     pending, frame = core.request(m.Arm(), 10.0)
-    seq = seq_of(frame)
-    assert core.next_poll() == pytest.approx(10.5)
-    core.poll(10.49)
+    seqs = [seq_of(frame)]
+    for k in (1, 2):  # resent evenly over the timeout, each time with a new sequence number
+        assert core.next_poll() == pytest.approx(10.0 + 0.2 * k)
+        assert core.poll(10.0 + 0.2 * k - 0.01) == []
+        resent = core.poll(10.0 + 0.2 * k)
+        assert messages(resent) == [m.Arm()]
+        seqs.append(seq_of(resent[0]))
+    assert len(set(seqs)) == 3
+    assert core.next_poll() == pytest.approx(10.6)
+    core.poll(10.59)
     assert not pending.done()
-    core.poll(10.5)
-    with pytest.raises(DeviceTimeoutError, match=rf"no Ack for seq {seq} within 0.5 s; sent 1 "
-                                                 r"frame\(s\): Arm \("):
+    core.poll(10.6)
+    with pytest.raises(DeviceTimeoutError, match=rf"no Ack for Arm \(seq {seqs[0]}\) within 0.6 s; "
+                                                 r"sent 3 frame\(s\): Arm \("):
         pending.result(0)
-    core.feed(m.encode(m.Ack(m.MsgType.ARM, 0, seq), 50), 10.6)  # late: nothing to match
+    assert core.requests == {}
+    core.feed(m.encode(m.Ack(m.MsgType.ARM, 0, seqs[1]), 50), 10.7)  # late: nothing to match
     assert isinstance(pending.exception(0), DeviceTimeoutError)
+
+
+@pytest.mark.parametrize("acked", [0, 1])
+def test_a_request_whose_ack_was_lost_is_resent_and_any_ack_completes_it(acked):
+    """A lossy link drops the first Ack: the resend (new sequence number) is answered, or the
+    first Ack arrives late; either completes the request once and forgets all its numbers."""
+    clock = Clock(10.0)
+    core, _ = connected(clock, timeout=0.6, heartbeat=0)
+    pending, frame = core.request(m.Disarm(), 10.0)
+    seqs = [seq_of(frame), seq_of(core.poll(10.2)[0])]
+    core.feed(m.encode(m.Ack(m.MsgType.DISARM, 0, seqs[acked]), 60), 10.25)
+    assert pending.result(0).ok and core.requests == {}
+    assert core.poll(10.6) == []  # nothing more is resent
+    core.feed(m.encode(m.Ack(m.MsgType.DISARM, 0, seqs[1 - acked]), 61), 10.3)  # a duplicate
+    assert pending.result(0).ok
+
+
+def test_a_timeout_says_how_many_valid_frames_came_but_not_the_ack():
+    clock = Clock(10.0)
+    core, device = connected(clock, timeout=0.3, heartbeat=0)
+    pending, _ = core.request(m.Arm(), 10.0)
+    core.feed(m.encode(m.Heartbeat(), 70), 10.1)  # a valid frame, not the Ack
+    core.poll(10.3)
+    with pytest.raises(DeviceTimeoutError, match=r"received \d+ bytes \(\d+ valid frames\) but "
+                                                 r"not that$"):
+        pending.result(0)
 
 
 def test_nothing_is_sent_or_requested_while_not_connected():

@@ -226,6 +226,10 @@ class LinkStats:
 SETPOINT_RING = 4096
 #: Handshake requests sent within the timeout, evenly spaced.
 HELLO_TRIES = 3
+#: Times an acknowledged request (Arm, Disarm, EStop, ConfigWrite: all idempotent on the device)
+#: is sent within the timeout, evenly spaced, each with a new sequence number; the Ack of any
+#: of them completes it. A lossy link that drops one Ack does not fail the request.
+REQUEST_TRIES = 3
 #: Reconnect back-off after an unplug: the first attempt this long after the loss, the delay
 #: doubling after each failed attempt up to the second value [s].
 RECONNECT_BACKOFF = (0.05, 1.0)
@@ -248,11 +252,16 @@ class Pending(Future):
     be a nack) or fails (a :class:`LinkError`), with what it waits for, its ``deadline`` [s, the
     core's clock] and what was ``sent`` for it (both for the timeout message)."""
 
-    def __init__(self, waiting_for: str, deadline: float) -> None:
+    def __init__(self, waiting_for: str, deadline: float,
+                 message: m.Message | None = None) -> None:
         super().__init__()
         self.waiting_for = waiting_for
         self.deadline = deadline
         self.sent: list[tuple[str, bytes]] = []
+        #: The request resent on a lossy link (``None``: the handshake, which resends itself).
+        self.message = message
+        #: The sequence numbers it went out with (an Ack for any of them completes it).
+        self.seqs: list[int] = []
 
 
 class LinkCore:
@@ -307,6 +316,7 @@ class LinkCore:
         self.hello: m.Hello | None = None
         self.channels: dict[int, m.Channel] = {}
         self.rx_bytes = 0  # since the port was opened
+        self.rx_valid = 0  # frames decoded since the port was opened
         self.last_tx_time = 0.0
         self._reconnecting = False
         self._retry_at = math.inf
@@ -354,7 +364,7 @@ class LinkCore:
             self.lost(now)  # fails the handshake under way
         self.decoder.reset()  # a new stream: no partial frame, no sequence history
         self._rx_expected = self._last_echo = self._last_sp_echo = None
-        self.rx_bytes = 0
+        self.rx_bytes = self.rx_valid = 0
         self.hello, self.channels = None, {}
         self.state = LinkState.HANDSHAKE
         self.handshake = Pending("Hello/Channel answer", now + self.timeout)
@@ -397,9 +407,12 @@ class LinkCore:
                 self._handshake_failed(self._timeout_error(hs), now)
             elif now >= self._hello_due(hs):
                 out.append(self._hello_request(now))
-        for seq in [s for s, req in self.requests.items() if now >= req.deadline]:
-            req = self.requests.pop(seq)
-            req.set_exception(self._timeout_error(req))
+        for req in {id(r): r for r in self.requests.values()}.values():
+            if now >= req.deadline:
+                self._forget(req)
+                req.set_exception(self._timeout_error(req))
+            elif now >= self._resend_due(req):
+                out.append(self._send_request(req, now))
         interval = self.heartbeat_interval
         if self.connected and interval > 0 and now - self.last_tx_time >= interval:
             out.append(self.frame(m.Heartbeat(), now)[1])
@@ -408,7 +421,7 @@ class LinkCore:
     def next_poll(self) -> float:
         """When :meth:`poll` has something to do next [s] (inf: nothing; reconnects are due at
         :attr:`reconnect_at`)."""
-        times = [req.deadline for req in self.requests.values()]
+        times = [min(req.deadline, self._resend_due(req)) for req in self.requests.values()]
         if self.state is LinkState.HANDSHAKE and self.handshake is not None:
             times += [self._hello_due(self.handshake), self.handshake.deadline]
         if self.connected and self.heartbeat_interval > 0:
@@ -417,8 +430,10 @@ class LinkCore:
 
     def _timeout_error(self, pending: Pending) -> DeviceTimeoutError:
         sent = "; ".join(f"{name} ({frame.hex()})" for name, frame in pending.sent[-3:])
-        got = (f"received {self.rx_bytes} bytes but no valid frame" if self.rx_bytes
-               else "received nothing")
+        frames = self.rx_valid
+        got = ("received nothing" if not self.rx_bytes
+               else f"received {self.rx_bytes} bytes but no valid frame" if not frames
+               else f"received {self.rx_bytes} bytes ({frames} valid frames) but not that")
         return DeviceTimeoutError(
             f"{self.port}: no {pending.waiting_for} within {self.timeout:g} s; sent "
             f"{len(pending.sent)} frame(s): {sent}; {got}")
@@ -455,10 +470,28 @@ class LinkCore:
         """
         if not self.connected:
             raise NotConnectedError(f"{self.port}: not connected")
-        seq, frame = self.frame(msg, now)
-        pending = self.requests[seq] = Pending(f"Ack for seq {seq}", now + self.timeout)
-        pending.sent.append((type(msg).__name__, frame))
-        return pending, frame
+        pending = Pending(f"Ack for {type(msg).__name__} (seq {self._tx_seq})",
+                          now + self.timeout, msg)
+        return pending, self._send_request(pending, now)
+
+    def _send_request(self, pending: Pending, now: float) -> bytes:
+        """Frame ``pending``'s message (again) with a new sequence number; returns the frame."""
+        assert pending.message is not None
+        seq, frame = self.frame(pending.message, now)
+        self.requests[seq] = pending
+        pending.seqs.append(seq)
+        pending.sent.append((type(pending.message).__name__, frame))
+        return frame
+
+    def _resend_due(self, pending: Pending) -> float:
+        """When ``pending`` goes out again: :data:`REQUEST_TRIES` evenly over the timeout."""
+        n = len(pending.sent)
+        return pending.deadline - self.timeout * (1 - n / REQUEST_TRIES) if n < REQUEST_TRIES \
+            else math.inf
+
+    def _forget(self, pending: Pending) -> None:
+        for seq in pending.seqs:
+            self.requests.pop(seq, None)
 
     # ------------------------------------------------------------- rx
     def feed(self, data: bytes, now: float | None = None) -> None:
@@ -471,6 +504,7 @@ class LinkCore:
         self.stats.decode = self.decoder.counters.as_dict()
         for fr in frames:
             self.stats.rx_frames += 1
+            self.rx_valid += 1
             self._check_seq(fr.header.seq)
             msg = fr.message
             if isinstance(msg, m.Sensors):
@@ -481,8 +515,9 @@ class LinkCore:
             elif isinstance(msg, m.Channel):
                 self.channels[msg.index] = msg
             elif isinstance(msg, m.Ack):
-                req = self.requests.pop(msg.ref_seq, None)
+                req = self.requests.get(msg.ref_seq)
                 if req is not None:
+                    self._forget(req)
                     req.set_result(msg)
             elif isinstance(msg, m.Fault):
                 self.faults.append((now, msg))
