@@ -217,7 +217,7 @@ def test_a_request_whose_ack_was_lost_is_resent_and_any_ack_completes_it(acked):
 
 def test_a_timeout_says_how_many_valid_frames_came_but_not_the_ack():
     clock = Clock(10.0)
-    core, device = connected(clock, timeout=0.3, heartbeat=0)
+    core, _ = connected(clock, timeout=0.3, heartbeat=0)
     pending, _ = core.request(m.Arm(), 10.0)
     core.feed(m.encode(m.Heartbeat(), 70), 10.1)  # a valid frame, not the Ack
     core.poll(10.3)
