@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import pathlib
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -28,6 +29,8 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from poise.controller.params import LiveParams
+from poise.controller.safety import SafetyLimits, limit_setpoint
+from poise.controller.step import ControlStep
 from poise.controller.stepper import make_stepper
 from poise.ik.held import HeldOptions, algorithm1, algorithm2
 from poise.ik.held import damped_pinv as ref_damped_pinv
@@ -35,6 +38,7 @@ from poise.ik.statics import solve_statics
 from poise.kernels import (
     CompiledAlg1Stepper,
     NoKernelsError,
+    guard,
     held_solve,
     make_compiled_stepper,
     pack,
@@ -486,6 +490,93 @@ def test_alg2_stepper_at_an_actuator_limit_equals_reference(name):
     assert sum(at_limit) >= 10  # the limits were active for a good part of the run
 
 
+def _limits_for(model, rng) -> SafetyLimits:
+    """Position limits inside the model's (some infinite where the model's are), rate limits
+    of every kind: finite, infinite (none) and zero (a frozen actuator)."""
+    m = model.m
+    lo = np.where(np.isfinite(model.qa_min), model.qa_min, -2.0)
+    hi = np.where(np.isfinite(model.qa_max), model.qa_max, 2.0)
+    rate = rng.uniform(0.05, 2.0, m) * (hi - lo)
+    rate[rng.random(m) < 0.2] = math.inf
+    return SafetyLimits(np.where(rng.random(m) < 0.2, -math.inf, lo),
+                        np.where(rng.random(m) < 0.2, math.inf, hi), rate)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_cycle_guard_equals_the_reference_chain(name):
+    """The compiled guard (approach move, anti-windup, rate and position limits) equals
+    ControlStep's numpy chain, in every branch: no move / a move, feedback or not, the device
+    saturated or not, a rate limit that binds, none, or zero; a non-finite proposal is
+    refused by both."""
+    model, packed, s = setup(name)
+    rng = np.random.default_rng(7)
+    held = 0
+    for trial in range(60):
+        limits = _limits_for(model, rng)
+        if trial % 10 == 9:
+            limits.qa_rate[0] = 0.0
+        ref_step = ControlStep(model, limits, 1e-3, stepper_factory=make_stepper)
+        got_step = ControlStep(model, limits, 1e-3,
+                               stepper_factory=lambda a, mdl: make_compiled_stepper(a, mdl,
+                                                                                    packed))
+        q = configurations(model, 1, seed=100 + trial)[0] * 0.3
+        ref_step.reset(q, "alg1")
+        got_step.reset(q, "alg1")
+        ref, got = ref_step.stepper, got_step.stepper
+        check(got.qa, ref.qa, s.c, "start qa")
+        q_meas = q + rng.normal(scale=0.05, size=model.n)
+        proposed = ref.qa + rng.normal(scale=0.05, size=model.m) * rng.choice([0.01, 1, 100])
+        move = None if trial % 3 else ref.qa + rng.normal(scale=0.02, size=model.m)
+        fb, saturated = bool(trial % 2), bool(trial % 5 == 0)
+        windup = fb and move is None
+        want, ref_held = proposed if move is None else move, 0
+        if windup:
+            before = ref_step.windup_holds
+            want = ref_step._anti_windup(ref.qa, proposed, q_meas, saturated)
+            ref_held = ref_step.windup_holds - before
+            held += ref_held
+        with np.errstate(divide="ignore", invalid="ignore"):  # a zero rate limit: 0/0, x/0
+            want = limit_setpoint(limits, ref.qa, want, 1e-3)[0]
+        qa_safe, status = got.guard(proposed, move, q_meas, windup, saturated,
+                                    got_step._limit_arrays(), 1e-3)
+        check(qa_safe, want, s.c, f"{name} trial {trial} setpoint")
+        assert bool(status & got.HELD) == bool(ref_held), f"{name} trial {trial} held"
+        assert not status & got.NONFINITE
+        bad = proposed.copy()
+        bad[-1] = math.nan
+        assert got.guard(bad, move, q_meas, windup, saturated, got_step._limit_arrays(),
+                         1e-3)[1] & got.NONFINITE
+    assert held > 0  # the anti-windup branch was exercised
+
+
+@pytest.mark.parametrize("mode", ("ff", "fb"))
+@pytest.mark.parametrize("name", MODELS)
+def test_control_step_on_kernels_equals_the_reference_step(name, mode):
+    """A whole ControlStep cycle (fk, propose, guard, commit, the finite check) on a compiled
+    stepper equals the same step on the numpy reference, over consecutive cycles from a noisy
+    measured configuration, with the device reporting saturation now and then."""
+    model, packed, s = setup(name)
+    rng = np.random.default_rng(11)
+    limits = SafetyLimits(model.qa_min, model.qa_max, np.full(model.m, 0.5))
+    steps_ = {kind: ControlStep(model, limits, 1e-3, stepper_factory=factory) for kind, factory
+              in (("ref", make_stepper),
+                  ("got", lambda a, mdl: make_compiled_stepper(a, mdl, packed)))}
+    q0 = start_configuration(model, seed=40)
+    p = replace(params("alg1", model.fk(q0) + 0.05), mode=mode)
+    holds = []
+    for cycle in range(12):
+        q = q0 + rng.normal(scale=2e-3, size=model.n)
+        out = {k: st_.update(q, p, saturated=cycle % 4 == 3) for k, st_ in steps_.items()}
+        where = f"{name} {mode} cycle {cycle}"
+        check(out["got"].qa, out["ref"].qa, s.c, f"{where} qa")
+        check(out["got"].tau, out["ref"].tau, s.force * s.c_inv, f"{where} τ")
+        check(out["got"].x_meas, out["ref"].x_meas, s.length, f"{where} h(q)")
+        check(out["got"].x_used, out["ref"].x_used, s.length, f"{where} x used")
+        check(out["got"].q_bar, out["ref"].q_bar, 1.0, f"{where} q̄")
+        holds.append((steps_["got"].windup_holds, steps_["ref"].windup_holds))
+    assert all(a == b for a, b in holds)
+
+
 def test_compiled_stepper_arrays_are_not_changed_by_later_cycles():
     model, packed, _ = setup("soft_arm_stiff")
     got = make_compiled_stepper("alg2", model, packed)
@@ -506,7 +597,8 @@ def test_stepping_after_warm_up_compiles_nothing_new():
     input is converted rather than compiled for."""
     model, packed, _ = setup("tendon_3link")
     entries = (steps.blocks, steps.propose, steps.commit, steps.acceleration, steps.fk, steps.G,
-               held_solve.statics_solve, held_solve.alg1_attempt, held_solve.alg2_attempt)
+               guard.guard, guard.finite_prefix, held_solve.statics_solve,
+               held_solve.alg1_attempt, held_solve.alg2_attempt)
     before = {f: len(f.signatures) for f in entries}
     target = model.fk(np.full(model.n, 0.2))
     target.setflags(write=False)
@@ -516,6 +608,12 @@ def test_stepping_after_warm_up_compiles_nothing_new():
         for mode_x in (None, target):
             qa = stepper.propose(params(algorithm, target), mode_x, 1e-3)
             stepper.commit(qa.astype(np.float32))
+    limits = SafetyLimits(model.qa_min, model.qa_max, np.full(model.m, 0.5))
+    control = ControlStep(model, limits, 1e-3,
+                          stepper_factory=lambda a, mdl: make_compiled_stepper(a, mdl, packed))
+    for mode in ("ff", "fb"):  # the cycle's own calls: fk, guard, the finite check
+        control.update(np.full(model.n, 0.1), replace(params("alg1", target), mode=mode),
+                       saturated=True)
     zeros = np.zeros(model.n)
     steps.acceleration(packed.args, zeros, zeros, np.zeros(model.m))
     steps.fk(packed.args, zeros)

@@ -62,7 +62,7 @@ from poise.controller.params import (
     with_plan,
 )
 from poise.controller.planner import TargetPlan, UnstableTarget
-from poise.controller.safety import SafetyLimits, all_finite
+from poise.controller.safety import SafetyLimits
 from poise.controller.state import LATCHED, State, StateMachine
 from poise.controller.step import ControlStep, StepFault, stepper_factory
 from poise.controller.timing import TimingStats
@@ -74,6 +74,9 @@ from poise.models.actuation import join, split
 
 #: Host pacing spins on the clock for this long before each deadline [s].
 SPIN = 0.25e-3
+#: Device status bits as plain ints (an ``enum.Flag`` operation costs ~1 µs in a cycle).
+ARMED, WATCHDOG, ESTOP, SATURATED = (int(msg.Status.ARMED), int(msg.Status.WATCHDOG),
+                                     int(msg.Status.ESTOP), int(msg.Status.SATURATED))
 
 
 class ControllerError(RuntimeError):
@@ -148,6 +151,7 @@ class Controller(SubscriberHub):
         self._clear_estop = False
         self._armed_at = math.inf
         self._seq = 0
+        self._target_cache: tuple[object, tuple[float, ...]] = (None, ())
         self._last: dict[str, Any] = {}
         self._holding = False
         self._last_frame_time = time.perf_counter()
@@ -674,13 +678,14 @@ class Controller(SubscriberHub):
             self._event("info", code="sensor_resumed")
         st = self.state
         model = self.model
-        q = np.asarray(sample.q if sample.q else self._estimate_q(sample.qa), dtype=float)
-        if not all_finite(q):
+        measured = sample.q if sample.q else tuple(self._estimate_q(sample.qa).tolist())
+        if not all(map(math.isfinite, measured)):
             if st in (State.RUNNING, State.READY):
                 self._hold_last()
                 self._fault("non-finite sensor values", q=[repr(x) for x in sample.q],
                             qa=[repr(x) for x in sample.qa])
             return
+        q = np.array(measured, dtype=float)
         if not self._target_set:
             with self._param_lock:
                 if not self._target_set:  # hold the task value where the robot is
@@ -692,9 +697,9 @@ class Controller(SubscriberHub):
         t_sent = t0
         status = sample.status
         if st == State.RUNNING and sample.host_time > self._armed_at and \
-                not status & msg.Status.ARMED:
-            why = "watchdog" if status & msg.Status.WATCHDOG else "disarmed"
-            if status & msg.Status.ESTOP:
+                not status & ARMED:
+            why = "watchdog" if status & WATCHDOG else "disarmed"
+            if status & ESTOP:
                 self._sm.to(State.ESTOP, "device reports e-stop")
             else:
                 self._fault(f"device not armed ({why})")
@@ -705,7 +710,7 @@ class Controller(SubscriberHub):
                 step.reset(q, p.algorithm)
                 self._reset_pending = False
             try:
-                out = step.update(q, p, bool(status & msg.Status.SATURATED))
+                out = step.update(q, p, bool(status & SATURATED))
             except StepFault as exc:
                 self._hold_last()
                 self._fault(str(exc), algorithm=p.algorithm)
@@ -713,9 +718,10 @@ class Controller(SubscriberHub):
             if out.switched_from:
                 self._event("info", code="algorithm_switch", to=p.algorithm,
                             frm=out.switched_from)
-            qa, tau, x_meas, x_used = out.qa, out.tau, out.x_meas, out.x_used
+            qa_ref = tuple(out.qa.tolist())
+            tau_ff = tuple(out.tau.tolist()) if out.tau is not None else ()
             try:
-                self.device.write(qa, tau)  # type: ignore[union-attr]
+                self.device.write(qa_ref, tau_ff or None)  # type: ignore[union-attr]
             except DeviceError as exc:
                 self._fault(f"device error: {exc}")
                 return
@@ -723,8 +729,7 @@ class Controller(SubscriberHub):
             latency = t_sent - sample.host_time
             self.timing_stats.record(period * 1e6, lateness * 1e6, (t_sent - t0) * 1e6,
                                      latency * 1e6, latency > self.period)
-            qa_ref = tuple(qa.tolist())
-            tau_ff = tuple(tau.tolist()) if tau is not None else ()
+            x_meas, x_used = out.x_meas, out.x_used
             self._last["qa_ref"], self._last["tau"] = qa_ref, (tau_ff or None)
             q_bar, residual = out.q_bar, out.residual
         else:
@@ -733,24 +738,35 @@ class Controller(SubscriberHub):
             stepper = self.step.stepper
             q_bar = stepper.q_bar if stepper is not None else q
             residual = math.nan
-        err = float(np.linalg.norm(p.target - x_used))
+        target = self._target_tuple(p)
+        x_meas_t = tuple(x_meas.tolist())
+        x_t = x_meas_t if x_used is x_meas else tuple(np.asarray(x_used).tolist())
+        err = math.dist(target, x_t)
         last = self._last
-        last.update(q=q, q_bar=q_bar, x=x_meas, task_error=float(np.linalg.norm(p.target - x_meas)),
+        last.update(q=q, q_bar=q_bar, x=x_meas, task_error=math.dist(target, x_meas_t),
                     task_error_used=err, residual=residual, status=status, qa=sample.qa)
         self._seq += 1
         subs, sink = self._sample_subs, self.cycle_sink
         if subs or sink is not None:
             cs = CycleSample(
-                t=time.monotonic(), seq=self._seq, state=st.value, q=tuple(q.tolist()),
+                t=time.monotonic(), seq=self._seq, state=st.value, q=measured,
                 q_bar=tuple(np.asarray(q_bar).tolist()), qa_ref=qa_ref, tau_ff=tau_ff,
-                target=tuple(p.target.tolist()), x=tuple(np.asarray(x_used).tolist()),
-                task_error=err, statics_residual=residual, period_us=period * 1e6,
-                lateness_us=lateness * 1e6, compute_us=(t_sent - t0) * 1e6,
+                target=target, x=x_t, task_error=err, statics_residual=residual,
+                period_us=period * 1e6, lateness_us=lateness * 1e6,
+                compute_us=(t_sent - t0) * 1e6,
                 latency_us=(t_sent - sample.host_time) * 1e6 if qa_ref else math.nan)
             if sink is not None:
                 sink(cs)
             for sub in subs:
                 sub.put(cs)
+
+    def _target_tuple(self, p: LiveParams) -> tuple[float, ...]:
+        """``p.target`` as a tuple of floats, converted once per parameter set (commands
+        replace the :class:`LiveParams`, never change it)."""
+        cached = self._target_cache
+        if cached[0] is not p:
+            cached = self._target_cache = (p, tuple(np.asarray(p.target, float).tolist()))
+        return cached[1]
 
     def _hold_last(self) -> None:
         device, qa = self.device, self._last.get("qa_ref")

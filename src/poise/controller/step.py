@@ -130,7 +130,7 @@ class ControlStep:
         self._move_goal: FloatArray | None = None
         self._move_time = 0.0
         self._A = np.asarray(model.C, dtype=float)[: model.m]
-        self._band: tuple[SafetyLimits, FloatArray] | None = None
+        self._band: tuple[SafetyLimits, tuple[FloatArray, ...]] | None = None
         #: Cycles in which the anti-windup held an actuator's setpoint.
         self.windup_holds = 0
 
@@ -156,6 +156,18 @@ class ControlStep:
         self.plan = plan
         self.goal = plan.qa_goal if plan.approach else None
 
+    def _limit_arrays(self) -> tuple[FloatArray, ...]:
+        """The anti-windup band (:data:`WINDUP_BAND` of each actuator's range) and the
+        limits as float64 arrays, made once per :class:`SafetyLimits` (set at connect)."""
+        if self._band is None or self._band[0] is not self.limits:
+            lim = self.limits
+            span = lim.qa_max - lim.qa_min
+            arrays = tuple(np.ascontiguousarray(a, dtype=np.float64) for a in (
+                WINDUP_BAND * np.where(np.isfinite(span), span, 1.0), lim.qa_min, lim.qa_max,
+                lim.qa_rate))
+            self._band = (lim, arrays)
+        return self._band[1]
+
     def _anti_windup(self, qa: FloatArray, proposed: FloatArray, q: FloatArray,
                      saturated: bool = False) -> FloatArray:
         """Conditional integration: an actuator that lags its setpoint by more than
@@ -163,16 +175,54 @@ class ControlStep:
         its setpoint where it is rather than integrate the error further away; what the
         actuators can follow is integrated as before. The safety layer already keeps
         ``q̄a`` within the position and rate limits, so those never wind up."""
-        if self._band is None or self._band[0] is not self.limits:  # (limits set at connect)
-            lim = self.limits
-            span = lim.qa_max - lim.qa_min
-            self._band = (lim, WINDUP_BAND * np.where(np.isfinite(span), span, 1.0))
+        band = self._limit_arrays()[0]
         lag = proposed - self._A @ q
-        away = ((np.abs(lag) > self._band[1]) | saturated) & ((proposed - qa) * lag > 0)
+        away = ((np.abs(lag) > band) | saturated) & ((proposed - qa) * lag > 0)
         if away.any():
             self.windup_holds += 1
             return np.where(away, qa, proposed)
         return proposed
+
+    def _approach(self, stepper: Stepper, period: float) -> FloatArray | None:
+        """The approach move's setpoint this cycle while a plan's goal is approached (the
+        move made at the goal's first cycle), else None."""
+        goal, plan = self.goal, self.plan
+        if goal is None or plan is None:
+            return None
+        if self._move_goal is not goal:  # a new goal: the move starts here
+            lim = self.limits
+            self.move = approach_move(plan, stepper.qa, lim.qa_min, lim.qa_max, lim.qa_rate)
+            self._move_goal, self._move_time = goal, 0.0
+        move = self.move
+        assert move is not None
+        self._move_time += period
+        if self._move_time >= move.duration and self.goal is goal:
+            self.goal = None  # arrived: the IK takes over next cycle
+        return move.at(self._move_time)
+
+    def _safe_setpoint(self, stepper: Stepper, proposed: FloatArray, q: FloatArray,
+                       fb: bool, saturated: bool, algorithm: str) -> FloatArray:
+        """The IK's proposal → NaN guard → approach move or (fb) anti-windup → safety layer.
+
+        A compiled stepper does it in one kernel (:func:`poise.kernels.guard.guard`); the
+        numpy functions here are its reference."""
+        move_qa = self._approach(stepper, self.period)
+        guard = getattr(stepper, "guard", None)
+        if guard is not None:
+            qa_safe, status = guard(proposed, move_qa, q, fb and move_qa is None,
+                                    bool(saturated), self._limit_arrays(), self.period)
+            if status & stepper.NONFINITE:  # type: ignore[attr-defined]
+                raise StepFault(f"non-finite IK output ({algorithm})")
+            if status & stepper.HELD:  # type: ignore[attr-defined]
+                self.windup_holds += 1
+            return qa_safe
+        if not all_finite(proposed):
+            raise StepFault(f"non-finite IK output ({algorithm})")
+        if move_qa is not None:
+            proposed = move_qa
+        elif fb:
+            proposed = self._anti_windup(stepper.qa, proposed, q, saturated)
+        return limit_setpoint(self.limits, stepper.qa, proposed, self.period)[0]
 
     def reset(self, q: FloatArray, algorithm: str) -> None:
         """Bumpless (re)start from the measured configuration ``q``."""
@@ -197,30 +247,16 @@ class ControlStep:
             new.reset(stepper.q_bar, self.limits.qa_min, self.limits.qa_max)
             self.stepper = stepper = new
         assert stepper is not None
-        x_meas = model.fk(q)
-        x_used = x_meas if p.mode == "fb" else stepper.x_bar
-        proposed = stepper.propose(p, x_meas if p.mode == "fb" else None, period)
-        if not all_finite(proposed):
-            raise StepFault(f"non-finite IK output ({p.algorithm})")
-        goal, plan = self.goal, self.plan
-        if goal is not None and plan is not None:  # first to the plan's held configuration
-            if self._move_goal is not goal:  # a new goal: the move starts here
-                lim = self.limits
-                self.move = approach_move(plan, stepper.qa, lim.qa_min, lim.qa_max,
-                                          lim.qa_rate)
-                self._move_goal, self._move_time = goal, 0.0
-            move = self.move
-            assert move is not None
-            self._move_time += period
-            proposed = move.at(self._move_time)
-            if self._move_time >= move.duration and self.goal is goal:
-                self.goal = None  # arrived: the IK takes over next cycle
-        elif p.mode == "fb":
-            proposed = self._anti_windup(stepper.qa, proposed, q, saturated)
-        qa_safe, _, _ = limit_setpoint(self.limits, stepper.qa, proposed, period)
-        stepper.commit(qa_safe)
+        fb = p.mode == "fb"
+        compiled_fk = getattr(stepper, "fk", None)
+        x_meas = compiled_fk(q) if compiled_fk is not None else model.fk(q)
+        x_used = x_meas if fb else stepper.x_bar
+        proposed = stepper.propose(p, x_meas if fb else None, period)
+        stepper.commit(self._safe_setpoint(stepper, proposed, q, fb, saturated, p.algorithm))
         tau = stepper.tau if self.effort_feedforward else None
-        if not all_finite(stepper.qa, tau, stepper.q_bar):
+        finite = getattr(stepper, "finite", None)
+        if not (finite() if finite is not None else all_finite(stepper.qa, tau,
+                                                                 stepper.q_bar)):
             raise StepFault(f"non-finite setpoint ({p.algorithm})")
         return StepOutput(stepper.qa, tau, x_used, x_meas, stepper.q_bar, stepper.residual,
                           switched)

@@ -126,8 +126,8 @@ class _Link(ABC, Generic[AckT]):
                       ) -> int:
         """Write a setpoint now (never waits for the device); returns its sequence number, or
         -1 while disconnected (dropped, counted in ``stats.tx_dropped``)."""
-        ff = None if tau_ff is None else tuple(float(x) for x in tau_ff)
-        return self._send(m.Setpoint(tuple(float(x) for x in qa_ref), ff))
+        ff = None if tau_ff is None else tuple(map(float, tau_ff))
+        return self._send(m.Setpoint(tuple(map(float, qa_ref)), ff))
 
     def send_heartbeat(self) -> int:
         return self._send(m.Heartbeat())

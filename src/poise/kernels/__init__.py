@@ -14,7 +14,8 @@ Modules: :mod:`~poise.kernels.linalg` (small dense solves), :mod:`~poise.kernels
 and :mod:`~poise.kernels.planar_pcc` (model kernels), :mod:`~poise.kernels.family` (dispatch
 by family), :mod:`~poise.kernels.packed` (``pack``), :mod:`~poise.kernels.blocks` (actuation
 blocks in a state vector), :mod:`~poise.kernels.steps` (the cycle steps and the simulator's
-right-hand side), :mod:`~poise.kernels.steppers` (the stepper interface),
+right-hand side), :mod:`~poise.kernels.guard` (a cycle's anti-windup and safety layer),
+:mod:`~poise.kernels.steppers` (the stepper interface),
 :mod:`~poise.kernels.held_solve` and :mod:`~poise.kernels.solvers` (the offline solves of
 :func:`poise.ik.held.algorithm1` and :func:`~poise.ik.held.algorithm2`),
 :mod:`~poise.kernels.dh_chain` and :mod:`~poise.kernels.dh_ik` (serial-chain kinematics and
@@ -28,6 +29,7 @@ from poise.kernels import (
     dh_chain,
     dh_ik,
     family,
+    guard,
     held_solve,
     linalg,
     planar_pcc,
@@ -45,7 +47,8 @@ from poise.kernels.steppers import (
 from poise.kernels.warmup import WarmUpReport, warm_up
 
 #: Every module of compiled functions, whose stale cache :func:`cache.ensure_fresh` removes.
-KERNEL_MODULES = (blocks, dh_chain, dh_ik, held_solve, linalg, planar_pcc, planar_tree, steps)
+KERNEL_MODULES = (blocks, dh_chain, dh_ik, guard, held_solve, linalg, planar_pcc, planar_tree,
+                  steps)
 cache.ensure_fresh(cache.dispatchers(KERNEL_MODULES))
 
 __all__ = [

@@ -25,11 +25,13 @@ import numpy as np
 
 from poise.ik.result import InvalidInputError
 from poise.ik.statics import solve_statics
-from poise.kernels import steps
+from poise.kernels import guard, steps
 from poise.kernels.blocks import Layout
 from poise.kernels.packed import PackedModel, has_kernels, pack
 from poise.models.actuation import join, split
 from poise.models.base import FloatArray, MechanicalModel
+
+_NO_MOVE = np.zeros(0)
 
 
 class StepParams(Protocol):
@@ -56,6 +58,8 @@ class CompiledStepper:
     """Common state of the compiled steppers (see :class:`poise.controller.stepper.Stepper`)."""
 
     name = ""
+    #: Status bits of :meth:`guard`.
+    NONFINITE, HELD = guard.NONFINITE, guard.HELD
 
     def __init__(self, model: MechanicalModel, packed: PackedModel | None = None) -> None:
         from poise.controller import stepper as reference  # the constants' owner
@@ -72,6 +76,8 @@ class CompiledStepper:
         self._x, self._ga, self._gu = cut["x"], cut["Ga"], cut["Gu"]
         self._m, self._k = int(model.m), int(model.task_dim)
         self._C, self._C_inv = self.packed.arrays.C, self.packed.arrays.C_inv
+        self._A = np.ascontiguousarray(self._C[: self._m])  # qa = A q
+        self._finite_end = int(self._gu.stop)  # q | qa | qu | x | Ga | Gu
         self._state: FloatArray = steps.blocks(self._args, np.zeros(model.n))
         self._p: object = None  # the live parameters converted last, and their conversion
         self._pv: tuple[Any, ...] = ()
@@ -99,6 +105,25 @@ class CompiledStepper:
                                    self.statics_tol, self.newton_iter)
         self._state = new
         return int(status)
+
+    def fk(self, q: FloatArray) -> FloatArray:
+        """``h(q)`` (k,) of the measured ``q`` (the model's ``fk``, compiled)."""
+        return steps.fk(self._args, _f64(q))
+
+    def guard(self, proposed: FloatArray, move_qa: FloatArray | None, q: FloatArray,
+              windup: bool, saturated: bool, arrays: tuple[FloatArray, ...], dt: float
+              ) -> tuple[FloatArray, int]:
+        """The setpoint from ``proposed`` through the approach move, the anti-windup and the
+        safety layer in one call (:func:`poise.kernels.guard.guard`); ``arrays``: the
+        anti-windup band, ``qa_min``, ``qa_max`` and the rate limits as float64 arrays."""
+        band, qa_min, qa_max, rate = arrays
+        return guard.guard(self.qa, _f64(proposed),
+                           _NO_MOVE if move_qa is None else _f64(move_qa), self._A, _f64(q),
+                           band, windup, saturated, qa_min, qa_max, rate, dt)
+
+    def finite(self) -> bool:
+        """Whether q̄, q̄a, τ_ff (and q̄u, x̄, G_u between them) are all finite."""
+        return bool(guard.finite_prefix(self._state, self._finite_end))
 
     @property
     def q_bar(self) -> FloatArray:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from poise.kernels import blocks, held_solve, steps
+from poise.kernels import blocks, guard, held_solve, steps
 from poise.kernels.packed import PackedModel
 
 
@@ -75,6 +75,12 @@ def warm_up(packed: PackedModel, *, dynamics: bool = True, solvers: bool = True
                                1.0, 1.0, 1.0, 1e-2, 1e-3, 0.05, qa_min, qa_max)
         times[f"propose {name}"] = time.perf_counter() - t0
         run(f"commit {name}", steps.commit, code, state, out[:m], out, 1e-8, 4)
+    t0 = time.perf_counter()  # the types ControlStep passes: arrays, bools, a float
+    limits = (np.full(m, 0.1), qa_min, qa_max, np.full(m, 1.0))
+    guard.guard(qa_min, qa_max, np.zeros(0), np.ascontiguousarray(C[:m]), q, limits[0], True,
+                False, *limits[1:], 1e-3)
+    guard.finite_prefix(state, 1)
+    times["guard"] = time.perf_counter() - t0
     if solvers:
         warm_up_solvers(packed, run)
     if dynamics:
