@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from tests.test_protocol_device import LagPlant
@@ -308,3 +310,30 @@ def test_setpoint_round_trip_shows_a_200ms_link_delay(sim_device):
     assert rtt["count"] >= 100, rtt
     assert delay_ms * 1e3 <= rtt["p50"] < (delay_ms + 100) * 1e3, rtt
     assert rtt["p50"] <= rtt["p99"] <= rtt["max"]
+
+
+def test_a_thread_that_keeps_reading_decodes_the_frames_itself(device):
+    """A control loop calling ``next_sensors`` reads and decodes the port in its own thread
+    (no hand-over from the reader thread); a request from another thread is answered
+    meanwhile (its Ack read by the loop's calls); once the loop stops calling, the reader
+    thread reads again."""
+    decoded_by: list[str] = []
+    with SerialLink(device.path, on_sensors=lambda s: decoded_by.append(
+            threading.current_thread().name)) as link:
+        for _ in range(20):  # the loop takes over reading
+            link.next_sensors(timeout=10.0)
+        decoded_by.clear()
+        for _ in range(50):
+            link.next_sensors(timeout=10.0)
+        assert set(decoded_by) == {threading.current_thread().name}, set(decoded_by)
+        with ThreadPoolExecutor(1) as pool:
+            armed = pool.submit(link.arm)
+            while not armed.done():
+                link.next_sensors(timeout=10.0)
+            assert armed.result().ok
+        decoded_by.clear()
+        deadline = time.monotonic() + 30.0
+        while "poise-serial-rx" not in decoded_by and time.monotonic() < deadline:
+            time.sleep(0.01)  # nobody calls: the reader thread decodes (and queues) again
+        assert "poise-serial-rx" in decoded_by
+        assert link.next_sensors(timeout=10.0).sensors.qa  # what it queued meanwhile
