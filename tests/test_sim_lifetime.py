@@ -178,3 +178,35 @@ def test_sigterm_ends_the_device_cleanly_and_removes_its_own_link_dir(tmp_path):
         assert not link_dir.exists()
     finally:
         _kill(proc)
+
+
+@pytest.mark.parametrize(("inherited", "after"), [(5, 4), (1, 0)])
+def test_a_virtual_device_runs_one_priority_below_the_controller_that_started_it(inherited,
+                                                                                 after):
+    """``poise device sim`` started from a SCHED_FIFO p thread drops to p − 1 (at p = 1 to
+    the normal scheduler), before its threads start, so the control loop preempts it; where
+    the OS refuses real-time scheduling nothing changes and it says so."""
+    code = textwrap.dedent(f"""
+        import os
+        from poise.firmware_bridge.lifetime import yield_to_parent
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param({inherited}))
+        except PermissionError:
+            print("refused", yield_to_parent(), os.sched_getscheduler(0) == os.SCHED_OTHER)
+        else:
+            said = yield_to_parent()
+            import threading
+            seen = []
+            t = threading.Thread(target=lambda: seen.append(os.sched_getparam(0).sched_priority))
+            t.start(); t.join()
+            print("granted", said, os.sched_getparam(0).sched_priority, seen[0],
+                  os.sched_getscheduler(0) == (os.SCHED_FIFO if {after} else os.SCHED_OTHER))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True).stdout.split()
+    if out[0] == "refused":
+        assert out[1:] == ["normal", "scheduler", "True"]
+        return
+    said = " ".join(out[1:-3])
+    assert said == f"SCHED_FIFO {inherited} -> " + (str(after) if after else "normal scheduler")
+    assert out[-3:] == [str(after), str(after), "True"], out  # and its threads inherit it

@@ -74,6 +74,9 @@ def _fail(cmd: str, msg: str) -> int:
 
 
 def run_sim(args: argparse.Namespace) -> int:
+    from poise.firmware_bridge.lifetime import yield_to_parent
+
+    yield_to_parent()  # before any thread starts: never an equal of the control loop
     if args.protocol == "dynamixel":
         return _run_dynamixel_sim(args)
     if args.servos:

@@ -74,4 +74,30 @@ def watch_parent(parent_pid: int, on_death: Callable[[], None]) -> bool:
     return parent_alive(parent_pid)
 
 
-__all__ = ["PARENT_DEATH_SIGNAL", "parent_alive", "set_parent_death_signal", "watch_parent"]
+
+
+def yield_to_parent() -> str:
+    """Run one real-time priority below what this process inherited: a virtual device started
+    by a controller's real-time process inherits its ``SCHED_FIFO`` priority p and would
+    otherwise compete with the control loop as an equal (a FIFO thread is never preempted by
+    one of the same priority, and the device spins the last 0.3 ms of each period to pace its
+    frames). At p − 1 the loop preempts it the moment a frame wakes it; at p = 1 it returns
+    to the normal scheduler. Lowering one's own priority needs no privilege. Returns what
+    was done (for the log)."""
+    if not hasattr(os, "sched_getscheduler"):
+        return "no real-time scheduling here"
+    try:
+        if os.sched_getscheduler(0) != os.SCHED_FIFO:
+            return "normal scheduler"
+        p = os.sched_getparam(0).sched_priority
+        if p > 1:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(p - 1))
+            return f"SCHED_FIFO {p} -> {p - 1}"
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        return "SCHED_FIFO 1 -> normal scheduler"
+    except OSError as exc:
+        return f"left as inherited ({exc})"
+
+
+__all__ = ["PARENT_DEATH_SIGNAL", "parent_alive", "set_parent_death_signal", "watch_parent",
+           "yield_to_parent"]

@@ -148,8 +148,7 @@ class CompiledStepper:
     @property
     def residual(self) -> float:
         """Statics residual ``‖G_u(q̄)‖``."""
-        gu = self._state[self._gu]
-        return math.sqrt(float(gu @ gu))
+        return math.hypot(*self._state[self._gu].tolist())  # no BLAS call in a cycle
 
     @property
     def state(self) -> FloatArray:
