@@ -591,12 +591,16 @@ class Controller(SubscriberHub):
                 self._device_failed(exc)
                 continue
             missed = coalesced = 0
+            nowait = getattr(device, "read_nowait", None)  # a streaming device's queue
             while True:  # answer the newest frame only
                 older = sample
                 try:
-                    sample = device.read(timeout=0)
+                    newer = nowait() if nowait is not None else device.read(timeout=0)
                 except DeviceError:
                     break
+                if newer is None:
+                    break
+                sample = newer
                 # Skipped: missed if it arrived while the previous cycle was still running
                 # (the host fell behind), coalesced if the loop was idle (a device burst).
                 if older.host_time < busy_until:

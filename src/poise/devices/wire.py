@@ -114,6 +114,11 @@ class WireDevice:
         except DeviceTimeoutError as exc:
             raise DeviceTimeout(f"{self.port}: {exc}") from None
 
+    def read_nowait(self) -> Sample | None:
+        """The next sample already received, or None (never waits, never raises)."""
+        frame = self.link.sensors_nowait()
+        return None if frame is None else to_sample(frame)
+
     def latest(self) -> Sample | None:
         """The newest frame received so far, without waiting (``None``: none yet)."""
         frame = self.link.core.last_sensors

@@ -19,6 +19,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any
 
 from poise.firmware_bridge import messages as m
 
@@ -178,12 +179,19 @@ class LinkStats:
     duplicates: int = 0
     reconnects: int = 0
     sample_overruns: int = 0
-    decode: dict[str, int] = field(default_factory=dict)
+    #: The decoder's counters (:class:`~poise.firmware_bridge.codec.DecodeCounters`), read
+    #: when asked for (:attr:`decode`), not copied per received chunk.
+    counters: Any = field(default=None, repr=False)
     rtt: deque[float] = field(default_factory=lambda: deque(maxlen=4096))
     setpoint_rtt: RoundTrip = field(default_factory=RoundTrip)
     first_sensor_time: float | None = None
     last_sensor_time: float | None = None
     _rate_frames: int = 0
+
+    @property
+    def decode(self) -> dict[str, int]:
+        """Frames dropped by cause, and the frames and bytes decoded (now)."""
+        return {} if self.counters is None else self.counters.as_dict()
 
     @property
     def crc_errors(self) -> int:
@@ -303,7 +311,7 @@ class LinkCore:
         self.heartbeat = heartbeat
         self.clock = clock
         self.decoder = m.MessageDecoder()
-        self.stats = LinkStats(decode=self.decoder.counters.as_dict())
+        self.stats = LinkStats(counters=self.decoder.counters)
         self.on_sensors = on_sensors
         self.on_fault = on_fault
         self.faults: deque[tuple[float, m.Fault]] = deque(maxlen=256)
@@ -501,7 +509,6 @@ class LinkCore:
             now = self.clock()
         self.rx_bytes += len(data)
         frames = self.decoder.feed(data)
-        self.stats.decode = self.decoder.counters.as_dict()
         for fr in frames:
             self.stats.rx_frames += 1
             self.rx_valid += 1

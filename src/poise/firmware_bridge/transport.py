@@ -444,8 +444,9 @@ class SerialLink(_Link[m.Ack]):
         during a handshake or while no loop runs)."""
         t = self.timeout if timeout is None else timeout
         try:
-            with contextlib.suppress(queue.Empty):
-                return self._queue.get_nowait()
+            sample = self.sensors_nowait()
+            if sample is not None:
+                return sample
             if t <= 0:  # no system call: the GIL is not given up (another thread might keep
                 raise self._no_sample(t)  # it for a whole switch interval)
             deadline = time.perf_counter() + t
@@ -460,12 +461,19 @@ class SerialLink(_Link[m.Ack]):
                         return self._queue.get(timeout=left)
                     except queue.Empty:
                         raise self._no_sample(t) from None
-                with contextlib.suppress(queue.Empty):
-                    return self._queue.get_nowait()
+                sample = self.sensors_nowait()
+                if sample is not None:
+                    return sample
                 if left <= 0:
                     raise self._no_sample(t)
         finally:
             self._caller_until = time.perf_counter() + CALLER_READS
+
+    def sensors_nowait(self) -> SensorSample | None:
+        """The next sensor frame already decoded, or None (no system call, no exception: a
+        control loop's drain of newer frames)."""
+        q = self._queue
+        return q.get_nowait() if q.qsize() else None
 
     def _read_here(self, timeout: float) -> bool:
         """Wait up to ``timeout`` s for bytes on the port and feed them, in the calling
