@@ -3,6 +3,7 @@ pty; no mocks. Each test proves one behaviour of the running service."""
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import subprocess
@@ -106,6 +107,9 @@ def test_feedback_reaches_target_and_configuration_is_held(sim_device, model, ta
         assert err < TOL, [(e.kind, e.data) for e in ctl.history() if e.kind != "info"]
         assert ctl.summary()["statics_residual"] < 1e-6
         assert_holds(ctl)
+        assert not gc.isenabled()  # while the loop runs, it collects between its cycles
+        assert sum(ctl.summary()["realtime"]["gc_between_cycles"]) > 0
+    assert gc.isenabled()  # given back when the loop ends
 
 
 def test_dancer_tracks_centre_of_mass_and_refuses_unstable_target(sim_device):

@@ -52,6 +52,7 @@ from poise.controller.bus import (
 )
 from poise.controller.config import Config, ConfigError, ControllerModel, build_model
 from poise.controller.dispatch import CommandDispatcher
+from poise.controller.gcpacing import CollectorPacing
 from poise.controller.params import (
     LiveParams,
     ParamError,
@@ -152,6 +153,7 @@ class Controller(SubscriberHub):
         self._armed_at = math.inf
         self._seq = 0
         self._target_cache: tuple[object, tuple[float, ...]] = (None, ())
+        self._gc = CollectorPacing()  # the loop's (set when it starts)
         self._last: dict[str, Any] = {}
         self._holding = False
         self._last_frame_time = time.perf_counter()
@@ -566,10 +568,11 @@ class Controller(SubscriberHub):
         self._realtime = enter_realtime(self.config.loop.priority)
         self._event("info", code="realtime", **self._realtime)
         try:
-            if self.pacing == "host":
-                self._run_host_paced()
-            else:
-                self._run_device_paced()
+            with CollectorPacing() as self._gc:
+                if self.pacing == "host":
+                    self._run_host_paced()
+                else:
+                    self._run_device_paced()
         except Exception as exc:  # never die silently: latch a fault with the reason
             self._fault(f"control loop crashed: {type(exc).__name__}: {exc}")
             raise
@@ -613,6 +616,7 @@ class Controller(SubscriberHub):
             self.timing_stats.missed += missed
             self.timing_stats.coalesced += coalesced
             self._cycle(sample, t0, t0 - sample.host_time, period)
+            self._gc.after_cycle()  # the garbage collector in the slack, not in a cycle
             busy_until = time.perf_counter()
 
     def _run_host_paced(self) -> None:
@@ -647,6 +651,7 @@ class Controller(SubscriberHub):
             measured = period if prev_t0 is None else t0 - prev_t0
             prev_t0 = t0
             self._cycle(sample, t0, t0 - deadline, measured)
+            self._gc.after_cycle()
 
     def _device_failed(self, exc: DeviceError) -> None:
         """A read failed (a servo's hardware error, a bus that stopped answering): fault,
@@ -831,7 +836,7 @@ class Controller(SubscriberHub):
             "events": dict(collections.Counter(e.kind for e in self._history)),
             "statics_fallbacks": getattr(st, "fallbacks", 0),
             "dispatch": dataclasses.asdict(self.dispatcher.stats),
-            "realtime": dict(self._realtime),
+            "realtime": {**self._realtime, "gc_between_cycles": list(self._gc.collections)},
         }
         out.update(self._device_summary())
         return _clean(out)
