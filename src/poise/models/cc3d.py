@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -247,6 +247,7 @@ class CC3D:
     """
 
     n_segments: int
+    family: ClassVar[str] = "cc3d"  # the model file's family (not a field)
     lengths: tuple[float, ...]
     name: str = ""
     max_bending: tuple[float, ...] | None = None

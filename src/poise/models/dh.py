@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -96,6 +96,7 @@ class DHChain:
         description, source, aliases: free text kept for :meth:`describe`.
     """
 
+    family: ClassVar[str] = "dh_chain"  # the model file's family (not a field)
     name: str
     a: FloatArray
     d: FloatArray
