@@ -589,9 +589,11 @@ class Controller(SubscriberHub):
                 sample = device.read(timeout=hold_after)
             except DeviceTimeout:
                 self._no_frame(time.perf_counter() - self._last_frame_time)
+                self._gc.after_cycle()  # no frame for a while: still collect
                 continue
             except DeviceError as exc:
                 self._device_failed(exc)
+                self._gc.after_cycle()
                 continue
             missed = coalesced = 0
             nowait = getattr(device, "read_nowait", None)  # a streaming device's queue
@@ -628,6 +630,7 @@ class Controller(SubscriberHub):
             device = self.device
             if device is None:
                 return
+            self._gc.after_cycle()  # the slack before the next deadline, whatever came last
             deadline += period
             left = deadline - time.perf_counter()
             if left > SPIN:
@@ -651,7 +654,6 @@ class Controller(SubscriberHub):
             measured = period if prev_t0 is None else t0 - prev_t0
             prev_t0 = t0
             self._cycle(sample, t0, t0 - deadline, measured)
-            self._gc.after_cycle()
 
     def _device_failed(self, exc: DeviceError) -> None:
         """A read failed (a servo's hardware error, a bus that stopped answering): fault,
