@@ -331,3 +331,27 @@ def test_an_empty_file_loads_to_the_declared_defaults():
     mqtt = load_config(None).mqtt
     for key in ("enabled", "robot_id", "joint_states_hz"):
         assert getattr(mqtt, key) == MQTT_KEYS[key].default
+
+
+def test_every_boolean_and_choice_key_given_a_non_default_value_is_read():
+    """A declared key the loader forgot would silently keep its default (it happened to
+    ``loop.busy_poll``): every boolean key set to the opposite of its default, and every key
+    with choices set to another choice, reaches the loaded configuration."""
+    checked = 0
+    for table, keys in TABLE_KEYS.items():
+        if table == "mqtt":
+            continue
+        for key, spec in keys.items():
+            if spec.kind == "boolean" and spec.default is not None:
+                value = not spec.default
+            elif spec.choices and spec.default is not None and len(spec.choices) > 1:
+                value = next(c for c in spec.choices if c != spec.default)
+            else:
+                continue
+            try:
+                resolved = load_config(None, {f"{table}.{key}": (value, "test")}).as_dict()
+            except ConfigError:
+                continue  # a value only valid with other keys (e.g. a protocol's port)
+            assert resolved[table][key] == value, f"{table}.{key}"
+            checked += 1
+    assert checked >= 8

@@ -207,7 +207,7 @@ def test_the_in_process_plant_is_a_device_in_simulated_time():
 # ------------------------------------------------------------------------ the controller
 
 
-def _controller(bus: str, board: str | None, mode: str, target: float) -> Controller:
+def _controller(bus: str, board: str | None, mode: str, target: float, **keys) -> Controller:
     over = {"device.port": (f"dynamixel:{bus}", "--device"),
             "device.timeout_ms": (BUS_TIMEOUT_MS, "test"),
             "device.retries": (BUS_RETRIES, "test"),
@@ -217,7 +217,17 @@ def _controller(bus: str, board: str | None, mode: str, target: float) -> Contro
             "loop.rate": (100.0, "--rate"), "limits.sensor_fault": (2.0, "test")}
     if board is not None:
         over["device.sensors"] = (board, "--sensors")
+    over.update({k.replace("__", "."): (v, "test") for k, v in keys.items()})
     return Controller(load_config(None, over))
+
+
+def test_busy_polling_where_no_port_can_be_polled_says_so_and_the_loop_sleeps(bus_and_board):
+    bus, board = bus_and_board
+    with _controller(bus, board, "fb", 0.6, loop__busy_poll=True) as ctl:
+        assert ctl.connect().accepted, ctl.reason
+        said = [e.data for e in ctl.history() if e.data.get("code") == "busy_poll_unsupported"]
+        assert len(said) == 1 and "CompositeDevice" in said[0]["text"]
+        assert wait_until(lambda: ctl.summary()["realtime"].get("busy_poll") is False, 30)
 
 
 def test_controller_on_bus_and_board_reaches_the_target_in_feedback(bus_and_board):
@@ -311,16 +321,18 @@ def test_the_cycle_runs_on_the_kernels_warmed_up_before_ready(sim_device, compil
         assert isinstance(ctl.step.stepper, CompiledStepper) == compiled
 
 
-@pytest.mark.parametrize("priority", [0, 10])
-def test_the_loop_thread_freezes_the_gc_and_asks_for_fifo(sim_device, priority):
+@pytest.mark.parametrize(("priority", "busy_poll"), [(0, False), (10, True)])
+def test_the_loop_thread_freezes_the_gc_and_asks_for_fifo(sim_device, priority, busy_poll):
     over = {"mqtt.enabled": (False, "test"), "loop.priority": (priority, "test"),
-            "algorithm.target": ([0.5], "test"), "loop.rate": (200.0, "test")}
+            "algorithm.target": ([0.5], "test"), "loop.rate": (200.0, "test"),
+            "loop.busy_poll": (busy_poll, "test")}
     with Controller(load_config(None, over)) as ctl:
         assert ctl.start().accepted, ctl.reason
         assert wait_until(lambda: any(e.data.get("code") == "realtime"
                                       for e in ctl.history()), 30)
         info = next(e.data for e in ctl.history() if e.data.get("code") == "realtime")
         assert info["gc_frozen"] > 1000  # the start-up's objects
+        assert info["busy_poll"] is busy_poll  # a poise-protocol port: supported
         if priority == 0:
             assert info["scheduler"] == "other" and "refused" not in info
         elif os.geteuid() == 0:  # root may: granted

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import threading
 import time
@@ -337,3 +338,21 @@ def test_a_thread_that_keeps_reading_decodes_the_frames_itself(device):
             time.sleep(0.01)  # nobody calls: the reader thread decodes (and queues) again
         assert "poise-serial-rx" in decoded_by
         assert link.next_sensors(timeout=10.0).sensors.qa  # what it queued meanwhile
+
+
+def test_busy_polling_reads_every_frame_without_sleeping(device):
+    """``busy_poll`` (``loop.busy_poll``): the reading thread polls the port instead of
+    sleeping in ``select``: the same frames in order, at the cost of its CPU (thread time
+    close to wall time, against a few per cent when it sleeps)."""
+    with SerialLink(device.path) as link:
+        for _ in range(10):
+            link.next_sensors(timeout=10.0)
+        busy_share = {}
+        for busy in (False, True):
+            link.busy_poll = busy
+            cpu, wall = time.thread_time(), time.perf_counter()
+            seqs = [link.next_sensors(timeout=10.0).seq for _ in range(40)]  # 0.2 s at 200 Hz
+            busy_share[busy] = (time.thread_time() - cpu) / (time.perf_counter() - wall)
+            steps = [(b - a) & 0xFFFF for a, b in itertools.pairwise(seqs)]
+            assert all(s >= 1 for s in steps) and sum(steps) <= 2 * len(steps), steps
+        assert busy_share[True] > max(0.2, 3 * busy_share[False]), busy_share

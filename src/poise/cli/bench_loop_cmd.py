@@ -30,6 +30,9 @@ def register(commands, groups) -> None:
                    help="loop.priority of each run: SCHED_FIFO priority where the OS grants "
                    "it (the whole real-time process and its virtual device), 0: the normal "
                    "scheduler (default: the configuration's, 20; several: one run each)")
+    p.add_argument("--busy-poll", nargs="+", choices=("off", "on"), default=["off"],
+                   help="loop.busy_poll of each run: on, the loop thread polls the port "
+                   "without sleeping (a whole core); several: one run each (default off)")
     add_json_option(p)
     p.set_defaults(func=run)
 
@@ -44,5 +47,6 @@ def run(args: argparse.Namespace) -> int:
                                target=tuple(args.target) if args.target else None,
                                pacing=args.pacing, attach=attach, reference=args.reference,
                                processes=tuple(args.process),
-                               priorities=tuple(args.priority))
+                               priorities=tuple(args.priority),
+                               busy_polls=tuple(v == "on" for v in args.busy_poll))
     return emit(result, benchmark.table(result), args.json)

@@ -8,7 +8,7 @@ Layout (every table and key optional; the defaults are the embedded ``poise run`
     [model]       name (built-in name or file), calibration (file), gravity (override)
     [algorithm]   name, update, gamma, gamma_z, gamma_e, damping, target, tolerance
     [loop]        rate, mode ("ff" | "fb"), pacing ("device" | "host"), effort_feedforward,
-                  switch_interval, compiled, priority, process ("own" | "shared")
+                  switch_interval, compiled, priority, process ("own" | "shared"), busy_poll
     [limits]      qa_min, qa_max, qa_rate, sensor_hold, sensor_fault
     [mqtt]        enabled, url, robot_id, username, password, tls, ca_file, joint_states_hz
     [log]         path
@@ -171,6 +171,11 @@ class LoopConfig:
                             "virtual device (1-99, where the OS grants it, else the normal "
                             "scheduler and the summary says why; docs/controller.md); 0: the "
                             "normal scheduler", ge=0, le=99)
+    busy_poll: bool = setting(False, "boolean", "the loop thread polls the serial port "
+                              "without sleeping between frames (a whole core at its priority; "
+                              "lower latency: no wake-up, its caches stay warm); false: it "
+                              "sleeps in select until the next frame; devices on a serial "
+                              "port in the poise protocol only")
     process: str = setting("own", "string", "own: the controller runs in a process of its own, "
                            "telemetry, the log and the broker in the first one; shared: all in "
                            "one process", choices=PROCESSES)
@@ -476,6 +481,7 @@ def _loop(t: _Table) -> LoopConfig:
         effort_feedforward=t.get("effort_feedforward"),
         switch_interval=t.get("switch_interval"), compiled=t.get("compiled"),
         priority=t.get("priority"), process=t.get("process"),
+        busy_poll=t.get("busy_poll"),
     )
 
 

@@ -154,6 +154,7 @@ class Controller(SubscriberHub):
         self._seq = 0
         self._target_cache: tuple[object, tuple[float, ...]] = (None, ())
         self._gc = CollectorPacing()  # the loop's (set when it starts)
+        self._busy_poll = False  # loop.busy_poll, where the device supports it
         self._last: dict[str, Any] = {}
         self._holding = False
         self._last_frame_time = time.perf_counter()
@@ -238,6 +239,7 @@ class Controller(SubscriberHub):
                 self._check_device(info)
                 self.device.configure(rate_hz=self.config.loop.rate,
                                       watchdog_ms=cfg.watchdog_ms)
+                self._busy_poll = self._poll_busily(self.config.loop.busy_poll)
                 self.limits = SafetyLimits.build(
                     self.model.m, self.model.qa_min, self.model.qa_max,
                     self.config.limits.qa_min, self.config.limits.qa_max,
@@ -262,6 +264,19 @@ class Controller(SubscriberHub):
             self._sm.to(State.READY, "connected")
             self._thread.start()
             return _ok("connect")
+
+    def _poll_busily(self, wanted: bool) -> bool:
+        """``loop.busy_poll`` on the device that supports it (a poise-protocol serial port);
+        elsewhere an ``info`` event says it is not (the loop then sleeps between frames)."""
+        if not wanted:
+            return False
+        poll = getattr(self.device, "poll_busily", None)
+        if poll is not None and poll(True):
+            return True
+        self._event("info", code="busy_poll_unsupported",
+                    text=f"loop.busy_poll: {type(self.device).__name__} has no port to poll; "
+                         "the loop sleeps between frames")
+        return False
 
     def _prepare_kernels(self, simulator: bool) -> None:
         """Compile (or load from the cache) the cycle's kernels, once per controller, before
@@ -565,7 +580,8 @@ class Controller(SubscriberHub):
     # ------------------------------------------------------------------ the loop
 
     def _run(self) -> None:
-        self._realtime = enter_realtime(self.config.loop.priority)
+        self._realtime = {**enter_realtime(self.config.loop.priority),
+                          "busy_poll": self._busy_poll}
         self._event("info", code="realtime", **self._realtime)
         try:
             with CollectorPacing() as self._gc:

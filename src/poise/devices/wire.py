@@ -114,6 +114,12 @@ class WireDevice:
         except DeviceTimeoutError as exc:
             raise DeviceTimeout(f"{self.port}: {exc}") from None
 
+    def poll_busily(self, on: bool) -> bool:
+        """``loop.busy_poll``: the thread that reads polls the port without sleeping between
+        frames; returns True (supported)."""
+        self.link.busy_poll = bool(on)
+        return True
+
     def read_nowait(self) -> Sample | None:
         """The next sample already received, or None (never waits, never raises)."""
         frame = self.link.sensors_nowait()

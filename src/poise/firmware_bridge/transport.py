@@ -276,6 +276,18 @@ class _Protocol(asyncio.Protocol):
             self.link._close_port(self.transport, release=False)
 
 
+def _wait_readable(fd: int, timeout: float, busy: bool) -> bool:
+    """Whether ``fd`` has bytes within ``timeout`` [s]: sleeping in ``select``, or with
+    ``busy`` polling it (``select`` with a zero timeout) until then."""
+    if not busy:
+        return bool(select.select((fd,), (), (), timeout)[0])
+    end = time.perf_counter() + timeout
+    while not select.select((fd,), (), (), 0)[0]:
+        if time.perf_counter() >= end:
+            return False
+    return True
+
+
 class AsyncLink(_Link[Awaitable[m.Ack]]):
     """Asyncio serial link to a poise device (arguments: see :class:`_Link`).
 
@@ -393,6 +405,8 @@ class SerialLink(_Link[m.Ack]):
     _queue_type = queue.Queue
     _reader: threading.Thread | None = None
     _caller_until = 0.0  # perf_counter until which a caller of next_sensors reads the port
+    #: A caller of :meth:`next_sensors` polls the port without sleeping (``loop.busy_poll``).
+    busy_poll = False
     _wake = 0.0  # when the core is to be polled next [s, its clock]
     _rx_lock: threading.Lock  # one reader of the port at a time: bytes decoded in order
 
@@ -485,7 +499,7 @@ class SerialLink(_Link[m.Ack]):
             if ser is None or not isinstance(fd, int):
                 return False
             try:
-                ready, _, _ = select.select((fd,), (), (), timeout)
+                ready = _wait_readable(fd, timeout, self.busy_poll)
                 data = os.read(fd, 4096) if ready else b""
             except (BlockingIOError, InterruptedError):
                 return True
