@@ -493,9 +493,13 @@ class LinkCore:
 
     def _resend_due(self, pending: Pending) -> float:
         """When ``pending`` goes out again: :data:`REQUEST_TRIES` evenly over the timeout."""
+        return self._next_try(pending, REQUEST_TRIES)
+
+    def _next_try(self, pending: Pending, tries: int) -> float:
+        """When the next of ``tries`` sends of ``pending``, evenly spaced over the timeout,
+        is due (``inf`` once all went out)."""
         n = len(pending.sent)
-        return pending.deadline - self.timeout * (1 - n / REQUEST_TRIES) if n < REQUEST_TRIES \
-            else math.inf
+        return pending.deadline - self.timeout * (1 - n / tries) if n < tries else math.inf
 
     def _forget(self, pending: Pending) -> None:
         for seq in pending.seqs:
@@ -581,9 +585,7 @@ class LinkCore:
 
     def _hello_due(self, hs: Pending) -> float:
         """When the next HelloRequest goes out: :data:`HELLO_TRIES` evenly over the timeout."""
-        n = len(hs.sent)
-        return hs.deadline - self.timeout * (1 - n / HELLO_TRIES) if n < HELLO_TRIES \
-            else math.inf
+        return self._next_try(hs, HELLO_TRIES)
 
     def _check_handshake(self, now: float) -> None:
         """Finish the handshake once Hello and all its channels are in (or refuse them)."""
