@@ -321,7 +321,7 @@ def test_the_cycle_runs_on_the_kernels_warmed_up_before_ready(sim_device, compil
         assert isinstance(ctl.step.stepper, CompiledStepper) == compiled
 
 
-@pytest.mark.parametrize(("priority", "busy_poll"), [(0, False), (10, True)])
+@pytest.mark.parametrize(("priority", "busy_poll"), [(0, True), (10, False)])  # no FIFO spinner
 def test_the_loop_thread_freezes_the_gc_and_asks_for_fifo(sim_device, priority, busy_poll):
     over = {"mqtt.enabled": (False, "test"), "loop.priority": (priority, "test"),
             "algorithm.target": ([0.5], "test"), "loop.rate": (200.0, "test"),

@@ -851,7 +851,7 @@ class Controller(SubscriberHub):
             "duration_s": (time.monotonic() - self._started_at) if self._started_at else 0.0,
             "timing": self.timing(),
             "limits": self.limits.as_dict(),
-            "events": dict(collections.Counter(e.kind for e in self._history)),
+            "events": dict(collections.Counter(e.kind for e in self.history())),
             "statics_fallbacks": getattr(st, "fallbacks", 0),
             "dispatch": dataclasses.asdict(self.dispatcher.stats),
             "realtime": {**self._realtime, "gc_between_cycles": list(self._gc.collections)},
