@@ -341,7 +341,7 @@ def test_feedback_does_not_wind_up_when_the_actuators_cannot_follow():
     # without the stuck actuators the same step would have integrated much further
     free = ControlStep(model, limits, 1 / 250)
     free.reset(stuck, "alg1")
-    free._band = (limits, np.full(model.m, np.inf))  # no band: plain integration
+    free.windup_band = np.inf  # no band: plain integration
     for _ in range(5000):
         moved = free.update(stuck, p)
     assert np.max(np.abs(moved.qa - qa_stuck)) > 2 * np.max(band)

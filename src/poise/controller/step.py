@@ -130,7 +130,9 @@ class ControlStep:
         self._move_goal: FloatArray | None = None
         self._move_time = 0.0
         self._A = np.asarray(model.C, dtype=float)[: model.m]
-        self._band: tuple[SafetyLimits, tuple[FloatArray, ...]] | None = None
+        #: The anti-windup band as a fraction of each actuator's range (inf: no anti-windup).
+        self.windup_band = WINDUP_BAND
+        self._limit_cache: tuple[SafetyLimits, float, tuple[FloatArray, ...]] | None = None
         #: Cycles in which the anti-windup held an actuator's setpoint.
         self.windup_holds = 0
 
@@ -157,21 +159,22 @@ class ControlStep:
         self.goal = plan.qa_goal if plan.approach else None
 
     def _limit_arrays(self) -> tuple[FloatArray, ...]:
-        """The anti-windup band (:data:`WINDUP_BAND` of each actuator's range) and the
+        """The anti-windup band (:attr:`windup_band` of each actuator's range) and the
         limits as float64 arrays, made once per :class:`SafetyLimits` (set at connect)."""
-        if self._band is None or self._band[0] is not self.limits:
+        cache = self._limit_cache
+        if cache is None or cache[0] is not self.limits or cache[1] != self.windup_band:
             lim = self.limits
             span = lim.qa_max - lim.qa_min
             arrays = tuple(np.ascontiguousarray(a, dtype=np.float64) for a in (
-                WINDUP_BAND * np.where(np.isfinite(span), span, 1.0), lim.qa_min, lim.qa_max,
-                lim.qa_rate))
-            self._band = (lim, arrays)
-        return self._band[1]
+                self.windup_band * np.where(np.isfinite(span), span, 1.0), lim.qa_min,
+                lim.qa_max, lim.qa_rate))
+            cache = self._limit_cache = (lim, self.windup_band, arrays)
+        return cache[2]
 
     def _anti_windup(self, qa: FloatArray, proposed: FloatArray, q: FloatArray,
                      saturated: bool = False) -> FloatArray:
         """Conditional integration: an actuator that lags its setpoint by more than
-        :data:`WINDUP_BAND` of its range (its effort at the limit, a joint at a stop) keeps
+        :attr:`windup_band` of its range (its effort at the limit, a joint at a stop) keeps
         its setpoint where it is rather than integrate the error further away; what the
         actuators can follow is integrated as before. The safety layer already keeps
         ``q̄a`` within the position and rate limits, so those never wind up."""

@@ -413,13 +413,13 @@ class LinkCore:
         if self.state is LinkState.HANDSHAKE and hs is not None:
             if now >= hs.deadline:
                 self._handshake_failed(self._timeout_error(hs), now)
-            elif now >= self._hello_due(hs):
+            elif now >= self._next_try(hs, HELLO_TRIES):
                 out.append(self._hello_request(now))
         for req in {id(r): r for r in self.requests.values()}.values():
             if now >= req.deadline:
                 self._forget(req)
                 req.set_exception(self._timeout_error(req))
-            elif now >= self._resend_due(req):
+            elif now >= self._next_try(req, REQUEST_TRIES):
                 out.append(self._send_request(req, now))
         interval = self.heartbeat_interval
         if self.connected and interval > 0 and now - self.last_tx_time >= interval:
@@ -429,9 +429,10 @@ class LinkCore:
     def next_poll(self) -> float:
         """When :meth:`poll` has something to do next [s] (inf: nothing; reconnects are due at
         :attr:`reconnect_at`)."""
-        times = [min(req.deadline, self._resend_due(req)) for req in self.requests.values()]
+        times = [min(req.deadline, self._next_try(req, REQUEST_TRIES))
+                 for req in self.requests.values()]
         if self.state is LinkState.HANDSHAKE and self.handshake is not None:
-            times += [self._hello_due(self.handshake), self.handshake.deadline]
+            times += [self._next_try(self.handshake, HELLO_TRIES), self.handshake.deadline]
         if self.connected and self.heartbeat_interval > 0:
             times.append(self.last_tx_time + self.heartbeat_interval)
         return min(times, default=math.inf)
@@ -490,10 +491,6 @@ class LinkCore:
         pending.seqs.append(seq)
         pending.sent.append((type(pending.message).__name__, frame))
         return frame
-
-    def _resend_due(self, pending: Pending) -> float:
-        """When ``pending`` goes out again: :data:`REQUEST_TRIES` evenly over the timeout."""
-        return self._next_try(pending, REQUEST_TRIES)
 
     def _next_try(self, pending: Pending, tries: int) -> float:
         """When the next of ``tries`` sends of ``pending``, evenly spaced over the timeout,
@@ -582,10 +579,6 @@ class LinkCore:
         frame = self.frame(m.HelloRequest(), now)[1]
         self.handshake.sent.append(("HelloRequest", frame))
         return frame
-
-    def _hello_due(self, hs: Pending) -> float:
-        """When the next HelloRequest goes out: :data:`HELLO_TRIES` evenly over the timeout."""
-        return self._next_try(hs, HELLO_TRIES)
 
     def _check_handshake(self, now: float) -> None:
         """Finish the handshake once Hello and all its channels are in (or refuse them)."""
