@@ -44,6 +44,18 @@ from typing import Any
 
 import numpy as np
 
+from poise.benchmarks.control_protocol import (
+    ALGORITHMS,
+    GOAL_PERIODS,
+    HOLD,
+    INNER,
+    MODELS,
+    MODES,
+    SEED,
+    SUCCESS_ABS,
+    SUCCESS_REL,
+    TARGETS,
+)
 from poise.controller.config import Config, load_config
 from poise.controller.simulate import SimulatedLoop
 from poise.controller.stability import structural_modes
@@ -51,23 +63,6 @@ from poise.examples import resolve_config
 from poise.ik.statics import solve_statics
 from poise.models.actuation import split
 from poise.models.base import FloatArray, MechanicalModel
-
-MODELS = ("double_pendulum", "tendon_3link", "soft_arm_stiff", "soft_arm_soft", "dancer")
-MODES = ("ff", "fb")
-ALGORITHMS = ("alg1", "alg2")
-#: Targets per model.
-TARGETS = 20
-#: How long the error must stay in the band [s].
-HOLD = 2.0
-#: The success band: min(SUCCESS_ABS [m], SUCCESS_REL × the reach).
-SUCCESS_ABS = 3e-3
-SUCCESS_REL = 5e-3
-#: Targets' actuators are drawn from this central fraction of each actuator's range.
-INNER = 0.8
-#: Seed of the targets and of the sensor noise.
-SEED = 14
-#: The settling goal, in periods of the slowest structural mode.
-GOAL_PERIODS = 3.0
 
 
 @dataclass(frozen=True)

@@ -43,8 +43,51 @@ def command_modules() -> list[str]:
                   if info.name.endswith("_cmd"))
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full ``poise`` argument parser."""
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``poise`` argument parser, with every command; or, given the command line
+    ``argv``, with only the command module that owns it when one evidently does
+    (:func:`owner`): ``poise run`` and the virtual device (``poise device sim``) then start
+    without importing every other command (part of the start-up time, issue 12)."""
+    module = owner(argv) if argv is not None else None
+    if module is not None:
+        parser = _parser([module])
+        if _has_command(parser, argv):
+            return parser
+    return _parser(command_modules())
+
+
+def owner(argv: Sequence[str]) -> str | None:
+    """The command module that registers the command ``argv`` starts with, by the naming
+    rule of the package (``X`` → ``X_cmd``; ``G S`` → ``G_S_cmd`` or ``G_cmd``, hyphens as
+    underscores), or None (no command yet, an option first, or no such module)."""
+    if not argv or argv[0].startswith("-"):
+        return None
+    words = [argv[0]]
+    if argv[0] in GROUPS:  # a group needs its sub-command (its help lists them all)
+        if len(argv) < 2 or argv[1].startswith("-"):
+            return None
+        words.append(argv[1])
+    names = set(command_modules())
+    stem = "_".join(w.replace("-", "_") for w in words)
+    for name in (f"{stem}_cmd", f"{words[0]}_cmd"):
+        if name in names:
+            return name
+    return None
+
+
+def _has_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -> bool:
+    """Whether ``parser`` knows the command (and sub-command) ``argv`` starts with."""
+    top = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    sub = top.choices.get(argv[0])
+    if sub is None:
+        return False
+    if argv[0] not in GROUPS:
+        return True
+    group = next((a for a in sub._actions if isinstance(a, argparse._SubParsersAction)), None)
+    return len(argv) > 1 and group is not None and argv[1] in group.choices
+
+
+def _parser(modules: Sequence[str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="poise",
         description="Inverse kinematics and real-time control for robots that cannot hold "
@@ -57,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
         group = commands.add_parser(name, help=help_text)
         groups[name] = group.add_subparsers(dest=f"{name}_command", metavar="SUBCOMMAND")
         group.set_defaults(func=_group_help(group))
-    for module_name in command_modules():
+    for module_name in modules:
         importlib.import_module(f"poise.cli.{module_name}").register(commands, groups)
     for name in list(GROUPS):
         if not groups[name].choices:
@@ -82,7 +125,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from poise.cli import stopflag
 
     stopflag.install()  # before anything slow: a signal during start-up is kept, not lost
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if getattr(args, "command", None) not in FLAG_COMMANDS:
         try:

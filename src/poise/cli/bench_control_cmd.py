@@ -10,12 +10,12 @@ from poise.cli.benchout import add_json_option, add_quiet_option, emit
 
 def register(commands: argparse._SubParsersAction, groups: dict) -> None:
     """Add ``poise bench control``."""
-    from poise.benchmarks import control
+    from poise.benchmarks import control_protocol as control  # light: the constants only
 
     p = groups["bench"].add_parser(
         "control", help="closed-loop control on every reference robot: success, settling "
         "time against 3 periods of the slowest mode, overshoot, peak rate (simulated time)",
-        description=control.__doc__.splitlines()[0])
+        description=control.DESCRIPTION)
     p.add_argument("--models", nargs="+", default=list(control.MODELS), metavar="NAME")
     p.add_argument("--modes", nargs="+", default=list(control.MODES), choices=control.MODES)
     p.add_argument("--algorithms", nargs="+", default=list(control.ALGORITHMS),

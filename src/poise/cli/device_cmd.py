@@ -52,6 +52,11 @@ def register(commands, groups) -> None:
     sim.add_argument("--parent-pid", type=int, metavar="PID",
                      help="exit when process PID (the one that started this device) dies, "
                      "even if it is killed with SIGKILL")
+    sim.add_argument("--fifo-priority", type=int, metavar="P",
+                     help="run the device's threads at SCHED_FIFO priority P, set once the "
+                     "device has started (a controller that launches it early; refused: the "
+                     "normal scheduler, said on stderr). Default: one below the inherited "
+                     "real-time priority")
     sim.add_argument("--seed", type=int, help="random seed of the fault injection")
     sim.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
     sim.set_defaults(func=run_sim)
@@ -163,6 +168,8 @@ def _run_sim(args: argparse.Namespace) -> int:
             print(f"PTY {path}", flush=True)
 
     device = PtyDevice(endpoint, faults=faults, link=args.link, on_open=announce)
+    if args.fifo_priority is not None:  # before the device's threads start: they inherit it
+        _realtime_priority(args.fifo_priority)
     device.start()
     try:
         t_end = math.inf if args.duration is None else time.monotonic() + args.duration
@@ -174,6 +181,16 @@ def _run_sim(args: argparse.Namespace) -> int:
     finally:
         device.stop()
     return 0
+
+
+def _realtime_priority(priority: int) -> None:
+    """``SCHED_FIFO`` at ``priority`` for this thread (and the threads it starts); a refusal
+    is said on stderr and the device runs at the normal scheduler."""
+    from poise.firmware_bridge.lifetime import fifo
+
+    got = fifo(priority)
+    if "refused" in got:
+        print(f"poise device sim: {got['refused']}: normal scheduler", file=sys.stderr)
 
 
 def run_probe(args: argparse.Namespace) -> int:

@@ -17,9 +17,11 @@ without reaching it (also: an unreachable target), 2 bad input (configuration, f
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import pathlib
 import sys
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -156,8 +158,7 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, stop: StopFlag) -> int:
     """The run; ``stop`` becomes true on SIGINT/SIGTERM (polled, never a handler's work)."""
     from poise.controller.config import ConfigError, load_config
-    from poise.controller.params import check_configured_gains
-    from poise.controller.rtproc import StartupCancelled, make_controller
+    from poise.controller.rtproc import StartupCancelled
     from poise.controller.rules import RuleError, check_duration
     from poise.examples import resolve_config
 
@@ -167,8 +168,7 @@ def _run(args: argparse.Namespace, stop: StopFlag) -> int:
             DEMO_DURATION if demo else None)
         flags = overrides(args)
         config = load_config(args.config and resolve_config(args.config), flags)
-        check_configured_gains(config, origins=flags)  # within the stability bound
-        controller = make_controller(config, cancelled=lambda: bool(stop))
+        controller, broker = _start(config, flags, stop)
     except (ConfigError, RuleError, ValueError) as exc:
         print(f"poise run: {exc}", file=sys.stderr)
         return EXIT_CODES["bad_input"]
@@ -183,7 +183,8 @@ def _run(args: argparse.Namespace, stop: StopFlag) -> int:
         if not stop:  # a signal during start-up: start nothing more
             telemetry = _attach_telemetry(controller, args.quiet, _log_path(config, args),
                                           foxglove=args.foxglove,
-                                          joint_states=args.joint_states)
+                                          joint_states=args.joint_states, broker=broker)
+            broker = None  # the telemetry's now
         if not args.quiet:
             print(f"poise run: {config.model.name}, {config.algorithm.name}, mode "
                   f"{config.loop.mode}, {config.loop.rate:g} Hz, device "
@@ -210,11 +211,35 @@ def _run(args: argparse.Namespace, stop: StopFlag) -> int:
         controller.close()
         if telemetry is not None:
             telemetry.stop()
+        if broker is not None:  # launched, never handed over (a signal during start-up)
+            broker.stop()
     if args.json_summary:
         print(json.dumps(summary, indent=1))
     else:
         print(format_summary(summary))
     return exit_code(summary, refused)
+
+
+def _start(config: Any, flags: dict[str, tuple[Any, str]], stop: StopFlag) -> tuple[Any, Any]:
+    """The controller, and the embedded broker launched (not yet waited for) if MQTT needs
+    one. While the real-time process starts (imports, kernels, its virtual device), the
+    broker starts and the telemetry modules load: none of them waits for another (issue
+    12: start-up to running). The gains are checked against the stability bound in the
+    real-time process, which has every module loaded (a refusal is a ``ConfigError``).
+    Nothing is left running if this raises."""
+    from poise.controller.rtproc import make_controller
+    from poise.telemetry.broker import EmbeddedBroker, embedded_broker_needed
+
+    broker = EmbeddedBroker().launch() if embedded_broker_needed(config) else None
+    threading.Thread(target=importlib.import_module, args=("poise.telemetry.service",),
+                     name="poise-preload", daemon=True).start()
+    try:
+        return make_controller(config, cancelled=lambda: bool(stop), check_gains=True,
+                               origins=flags), broker
+    except BaseException:
+        if broker is not None:
+            broker.stop()
+        raise
 
 
 def exit_code(summary: dict[str, Any], refused: bool = False) -> int:

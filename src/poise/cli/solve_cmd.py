@@ -18,13 +18,14 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from poise.ik.result import IKResult, InvalidInputError
+if TYPE_CHECKING:  # the parser is built without the IK package (poise.cli)
+    from poise.ik.result import IKResult
 
-Solver = Callable[[Any, np.ndarray, "np.ndarray | None", argparse.Namespace], IKResult]
+Solver = Callable[[Any, np.ndarray, "np.ndarray | None", argparse.Namespace], "IKResult"]
 
 
 def _classic(method: str) -> Solver:
@@ -50,6 +51,7 @@ def _held(name: str) -> Solver:
     def run(model: Any, target: np.ndarray, q0: np.ndarray | None,
             args: argparse.Namespace) -> IKResult:
         from poise.ik.held import HeldOptions, solve_held
+        from poise.ik.result import InvalidInputError
 
         if not hasattr(model, "C"):
             raise InvalidInputError(
@@ -77,6 +79,7 @@ def _continuum(method: str) -> Solver:
     def run(model: Any, target: np.ndarray, q0: np.ndarray | None,
             args: argparse.Namespace) -> IKResult:
         from poise.ik.continuum import solve as solve_continuum
+        from poise.ik.result import InvalidInputError
         from poise.ik.targets import parse_target
 
         if not hasattr(model, "bending_limits"):
@@ -144,6 +147,7 @@ def register(commands: argparse._SubParsersAction, groups: dict[str, Any]) -> No
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
+    from poise.ik.result import IKResult, InvalidInputError
     from poise.models import load_model
 
     target = np.array(args.target, dtype=float)

@@ -32,13 +32,12 @@ import collections
 import contextlib
 import dataclasses
 import math
-import os
 import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -67,9 +66,13 @@ from poise.controller.safety import SafetyLimits
 from poise.controller.state import LATCHED, State, StateMachine
 from poise.controller.step import ControlStep, StepFault, stepper_factory
 from poise.controller.timing import TimingStats
+
+if TYPE_CHECKING:
+    from poise.controller.simdevice import SimDevice
 from poise.devices.base import Device, DeviceError, DeviceInfo, DeviceTimeout, Sample
 from poise.devices.factory import open_device
 from poise.firmware_bridge import messages as msg
+from poise.firmware_bridge.lifetime import fifo
 from poise.ik.statics import solve_statics
 from poise.models.actuation import join, split
 
@@ -109,7 +112,8 @@ class Controller(SubscriberHub):
         ctl.stop(); print(ctl.summary()); ctl.close()
     """
 
-    def __init__(self, config: Config, *, model: ControllerModel | None = None) -> None:
+    def __init__(self, config: Config, *, model: ControllerModel | None = None,
+                 launched: SimDevice | None = None) -> None:
         self.config = config
         self.model_info = model or build_model(config.model)
         self.model = self.model_info.model
@@ -125,6 +129,9 @@ class Controller(SubscriberHub):
         #: What the device is (set at connect).
         self.device_info: DeviceInfo | None = None
         self.sim: object | None = None  # the virtual device process (port "sim")
+        # the virtual device launched before this controller was built, which the first
+        # connect opens (see poise.devices.factory.launch_virtual_device)
+        self._launched = launched
         self.pacing = config.loop.pacing
         self._thread: threading.Thread | None = None
         self._quit = threading.Event()
@@ -149,6 +156,7 @@ class Controller(SubscriberHub):
                                 effort_feedforward=config.loop.effort_feedforward)
         self._reset_pending = False
         self._kernels_ready = False
+        self._kernel_lock = threading.Lock()
         self._clear_estop = False
         self._armed_at = math.inf
         self._seq = 0
@@ -228,11 +236,13 @@ class Controller(SubscriberHub):
             self._sm.to(State.CONNECTING, "connect")
             cfg = self.config.device
             try:
-                self._prepare_kernels(cfg.port == "sim" and cfg.protocol == "poise")
+                self.prepare_kernels()
+                launched, self._launched = self._launched, None
                 opened = open_device(cfg, model=self.config.model.name, m=self.model.m,
                                      rate=self.config.loop.rate,
                                      on_fault=self._on_device_fault,
-                                     qa_min=self.model.qa_min, qa_max=self.model.qa_max)
+                                     qa_min=self.model.qa_min, qa_max=self.model.qa_max,
+                                     launched=launched)
                 self.device, self.sim = opened.device, opened.sim
                 info = self.device.describe()
                 self.device_info = info
@@ -278,16 +288,22 @@ class Controller(SubscriberHub):
                          "the loop sleeps between frames")
         return False
 
-    def _prepare_kernels(self, simulator: bool) -> None:
+    def prepare_kernels(self) -> None:
         """Compile (or load from the cache) the cycle's kernels, once per controller, before
-        the device is opened: no cycle ever compiles, and a virtual device started next
-        finds its simulator's kernels in the cache (``simulator``: warm those up too)."""
-        if self._kernels_ready:
-            return
-        factory, report = stepper_factory(self.model, self.config.loop.compiled,
-                                          dynamics=simulator)
-        self.step.stepper_factory = factory
-        self._kernels_ready = True
+        the device is opened (:meth:`connect` calls it; the real-time process calls it as
+        soon as it is built, while its parent attaches telemetry): no cycle ever compiles.
+        A virtual device this controller starts itself finds its simulator's kernels in the
+        cache (warmed here too); one launched early compiles or loads its own meanwhile.
+        Thread-safe: a second caller waits for the first."""
+        with self._kernel_lock:
+            if self._kernels_ready:
+                return
+            cfg = self.config.device
+            simulator = cfg.port == "sim" and cfg.protocol == "poise" and self._launched is None
+            factory, report = stepper_factory(self.model, self.config.loop.compiled,
+                                              dynamics=simulator)
+            self.step.stepper_factory = factory
+            self._kernels_ready = True
         if report is not None:
             self._event("info", code="kernels_ready", seconds=round(report.seconds, 3),
                         text=report.summary())
@@ -416,6 +432,9 @@ class Controller(SubscriberHub):
                 self._thread.join(timeout=5)
             self._thread = None
             self._teardown()
+            launched, self._launched = self._launched, None
+            if launched is not None:  # never connected: it was never opened
+                launched.stop()
             self._sm.to(State.IDLE, "closed")
             if self._old_switch is not None:
                 sys.setswitchinterval(self._old_switch)
@@ -898,19 +917,6 @@ def enter_realtime(priority: int) -> dict[str, Any]:
     gc.collect()
     gc.freeze()
     return {"gc_frozen": gc.get_freeze_count(), **fifo(priority)}
-
-
-def fifo(priority: int) -> dict[str, Any]:
-    """``SCHED_FIFO`` at ``priority`` for the calling thread (``priority`` ≤ 0: nothing);
-    threads and processes it starts afterwards inherit it. Returns what happened, JSON-ready:
-    ``{"scheduler": "fifo", "priority": P}`` or ``{"scheduler": "other", "refused": why}``."""
-    if priority <= 0:
-        return {"scheduler": "other"}
-    try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
-    except (PermissionError, OSError, AttributeError) as exc:
-        return {"scheduler": "other", "refused": f"SCHED_FIFO {priority}: {exc}"}
-    return {"scheduler": "fifo", "priority": priority}
 
 
 def _device_dict(info: DeviceInfo) -> dict[str, Any]:

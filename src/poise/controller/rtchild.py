@@ -13,21 +13,23 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from multiprocessing import connection
 from typing import Any
 
 import numpy as np
 
 from poise.controller.bus import Command, CommandResponse, CycleSample
-from poise.controller.config import Config
+from poise.controller.config import Config, ConfigError
 from poise.controller.ring import CycleRing, RingError
 from poise.controller.state import State
-from poise.firmware_bridge.lifetime import parent_alive, watch_parent
+from poise.firmware_bridge.lifetime import fifo, parent_alive, watch_parent
 
 #: How often the child's event thread looks for a changed ``params`` or plan when no event
 #: wakes it [Hz] (cycle records go into the ring from the loop thread itself).
 PUMP_HZ = 20.0
+#: Where each command-line override came from: ``{"algorithm.gamma": (2.0, "--gamma")}``.
+GainOrigins = Mapping[str, tuple[Any, str]]
 #: Calls that an e-stop sent after them cancels (like the dispatcher's queue).
 CANCELLED_BY_ESTOP = ("connect", "start", "clear", "submit")
 #: What the child executes on request (its ``Controller`` methods, and ``close``).
@@ -73,6 +75,10 @@ class _Child:
                     (self.pump, "poise-rt-pump"))]
         for t in threads:
             t.start()
+        # the kernels load (or compile) now, while the parent attaches its telemetry; the
+        # first connect waits for them. A failure here is connect's to report (it retries).
+        with contextlib.suppress(Exception):
+            self.ctl.prepare_kernels()
         gc.collect()
         gc.freeze()  # start-up objects never scanned again (the loop freezes once more)
         while not self.quit.wait(0.1):
@@ -235,8 +241,12 @@ class _Child:
 
 def child_main(config: Config, ring_name: str, down: connection.Connection,
                 estop: connection.Connection, up: connection.Connection,
-                parent_pid: int) -> None:
-    """The real-time process's main thread."""
+                parent_pid: int, gain_origins: GainOrigins | None = None) -> None:
+    """The real-time process's main thread: ``built`` once its controller is, ``hello`` when
+    it serves. ``gain_origins``: check the configuration's gains against the stability bound
+    in between (see
+    :func:`~poise.controller.params.check_configured_gains`; a refusal is a ``ConfigError``
+    in the parent)."""
     # signal handlers only note the signal (an Event.set there could deadlock on the
     # event's lock held by the interrupted main thread); the main loop polls it
     signalled: list[int] = []
@@ -244,15 +254,44 @@ def child_main(config: Config, ring_name: str, down: connection.Connection,
     signal.signal(signal.SIGTERM, lambda signum, _: signalled.append(signum))
     if not watch_parent(parent_pid, lambda: signalled.append(signal.SIGHUP)):
         return
-    from poise.controller.loop import Controller, fifo
+    # the virtual device (port "sim") starts now, at the normal scheduler: its imports and
+    # plant overlap ours (it takes its real-time priority, one below ours, once started)
+    from poise.devices.factory import launch_virtual_device
 
-    # SCHED_FIFO (where granted) before any thread starts: the loop, the device's reader
-    # thread, the e-stop server and the virtual device's process all inherit it
-    fifo(config.loop.priority)
+    launched = launch_virtual_device(config.device, model=config.model.name,
+                                     rate=config.loop.rate, priority=config.loop.priority)
     try:
-        ctl = Controller(config)
+        from poise.controller.loop import Controller
+
+        # SCHED_FIFO (where granted) before any thread starts: the loop, the device's
+        # reader thread and the e-stop server inherit it
+        fifo(config.loop.priority)
+        ctl = Controller(config, launched=launched)
         ring = CycleRing.attach(ring_name)
     except Exception as exc:
+        if launched is not None:
+            launched.stop()
+        with contextlib.suppress(OSError, ValueError):
+            up.send(("fatal", type(exc).__name__, str(exc)))
+        return
+    # built: the parent's start-up timeout stops here (the check may compile its kernels, a
+    # minute or more on a first start on a slow computer)
+    with contextlib.suppress(OSError, ValueError):
+        up.send(("built",))
+    try:
+        if gain_origins is not None:
+            from poise.controller.params import check_configured_gains
+
+            check_configured_gains(config, ctl.model, origins=gain_origins)
+    except (ConfigError, ValueError) as exc:  # a gain or target the parent reports as such
+        ctl.close()
+        ring.close()
+        with contextlib.suppress(OSError, ValueError):
+            up.send(("fatal", "ConfigError", str(exc)))
+        return
+    except Exception as exc:
+        ctl.close()
+        ring.close()
         with contextlib.suppress(OSError, ValueError):
             up.send(("fatal", type(exc).__name__, str(exc)))
         return

@@ -51,7 +51,7 @@ import threading
 import time
 from collections.abc import Callable
 from multiprocessing import connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -64,17 +64,20 @@ from poise.controller.bus import (
 )
 from poise.controller.config import Config, ConfigError, build_model
 from poise.controller.dispatch import CommandDispatcher
-from poise.controller.params import LiveParams, ParamError, parse_target
-from poise.controller.planner import TargetPlan, UnstableTarget, plan_target
 from poise.controller.ring import DEFAULT_CAPACITY, CycleRing, RingError
 from poise.controller.rtchild import (
     PUMP_HZ,
     RESPONSE_NAME,
+    GainOrigins,
     child_main,
     clean,
     plain,
 )
 from poise.controller.state import LATCHED, State
+
+if TYPE_CHECKING:  # imported where used: spawning the child needs neither (SciPy)
+    from poise.controller.params import LiveParams, ParamError
+    from poise.controller.planner import TargetPlan
 
 #: How often the parent polls the ring when nothing else wakes it [s].
 POLL = 0.005
@@ -126,6 +129,12 @@ class RealtimeController(SubscriberHub):
         cancelled: polled while the child starts; once it returns True the start-up is
             abandoned (the child, which has opened no device yet, is killed) and
             :class:`StartupCancelled` raised: a Ctrl-C during start-up ends it at once.
+        check_gains: the child checks the configuration's gains against the stability
+            bound before it reports itself started (``poise run``; where every module it
+            needs is loaded already): a gain at or above its bound is raised here as a
+            :class:`ConfigError`. ``origins``: the command-line
+            overrides, so that the message names the flag (see
+            :func:`~poise.controller.params.check_configured_gains`).
 
     Raises:
         ConfigError: the child's controller refused the configuration.
@@ -134,7 +143,8 @@ class RealtimeController(SubscriberHub):
 
     def __init__(self, config: Config, *, capacity: int = DEFAULT_CAPACITY,
                  startup_timeout: float = 120.0,
-                 cancelled: Callable[[], bool] | None = None) -> None:
+                 cancelled: Callable[[], bool] | None = None,
+                 check_gains: bool = False, origins: GainOrigins | None = None) -> None:
         self.config = config
         self.model_info = build_model(config.model)
         self.model = self.model_info.model
@@ -143,9 +153,6 @@ class RealtimeController(SubscriberHub):
         self.period = 1.0 / config.loop.rate
         #: Cycle records overwritten in the ring before the parent read them.
         self.samples_lost = 0
-        target = config.algorithm.target
-        self._params = LiveParams.from_config(config, np.asarray(
-            target if target is not None else np.zeros(self.model.task_dim), dtype=float))
         self._state = State.IDLE
         self._reason = ""
         self._target = ("", "")
@@ -164,6 +171,10 @@ class RealtimeController(SubscriberHub):
         self._last_summary: dict[str, Any] = {}
         self._final: dict[str, Any] | None = None
         self._since = 0
+        self._startup_timeout = startup_timeout
+        self._built = threading.Event()  # the child has built its controller
+        self._hello = threading.Event()  # ... and serves (its gains checked)
+        self._fatal: tuple[str, str] | None = None  # why it could not
 
         m = self.model
         self._ring = CycleRing.create(m.n, m.m, m.task_dim, capacity=capacity)
@@ -173,7 +184,8 @@ class RealtimeController(SubscriberHub):
         self._up, up_w = ctx.Pipe(duplex=False)
         self._proc = ctx.Process(target=child_main, name="poise-realtime", daemon=True,
                                  args=(config, self._ring.name, down_r, estop_r, up_w,
-                                       os.getpid()))
+                                       os.getpid(),
+                                       dict(origins or {}) if check_gains else None))
         try:
             self._proc.start()
         except BaseException:
@@ -183,11 +195,13 @@ class RealtimeController(SubscriberHub):
         finally:  # the child has its copies; ours would hide its death (no EOF)
             for c in (down_r, estop_r, up_w):
                 c.close()
-        try:
-            self._await_hello(startup_timeout, cancelled or (lambda: False))
-        except BaseException:
-            self._kill()
-            raise
+        # after the spawn: the child imports and builds while this process loads the
+        # parameters' stability machinery (SciPy)
+        from poise.controller.params import LiveParams
+
+        target = config.algorithm.target
+        self._params = LiveParams.from_config(config, np.asarray(
+            target if target is not None else np.zeros(self.model.task_dim), dtype=float))
         self._outbox: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
         self._sender = threading.Thread(target=self._send_loop, name="poise-rt-send",
                                         daemon=True)
@@ -198,6 +212,28 @@ class RealtimeController(SubscriberHub):
         #: Commands posted from outside (MQTT): queued, coalesced and planned here.
         self.dispatcher = CommandDispatcher(self._execute)
         self._urgent: _ChildUrgent | None = None
+        self._wait_started(startup_timeout, cancelled or (lambda: False))
+
+    def _wait_started(self, limit: float, cancelled: Callable[[], bool]) -> None:
+        """Block until the child serves (its ``hello``); else raise :class:`ConfigError`
+        (the child refused the configuration), :class:`RealtimeError` (it did not build its
+        controller in ``limit`` s, or died) or :class:`StartupCancelled` (``cancelled`` said
+        so), the child gone and this object closed. Once built, the child may take as long
+        as its gain check takes (compiling on a first start) while it lives."""
+        deadline = time.monotonic() + limit
+        while not self._hello.wait(POLL * 10):
+            if self._fatal is not None or not self._proc.is_alive():
+                self._proc.join(5)
+                self._reader.join(5)  # it reads what the child said last (its "fatal")
+                kind, text = self._fatal or ("", "")
+                self._abandon(ConfigError(text) if kind == "ConfigError" else RealtimeError(
+                    f"the real-time process did not start: {kind}: {text}" if kind else
+                    f"the real-time process did not start (exit code {self._proc.exitcode})"))
+            if cancelled():
+                self._abandon(StartupCancelled("start-up cancelled"))
+            if time.monotonic() > deadline and not self._built.is_set():
+                self._abandon(RealtimeError("the real-time process did not build its "
+                                            f"controller in {limit:g} s"))
 
     # ------------------------------------------------------------------ observation
 
@@ -370,6 +406,10 @@ class RealtimeController(SubscriberHub):
             return
         self._closed = True
         self.dispatcher.close()
+        if not self._hello.is_set() and self._proc.is_alive():
+            self._proc.kill()  # a failed start-up: before its hello it has no device
+            self._proc.join(5)
+            self._dead = self._dead or "closed during start-up"
         if not self._dead:
             with contextlib.suppress(RealtimeError):
                 self._final = self._call("close", timeout=timeout)
@@ -450,6 +490,9 @@ class RealtimeController(SubscriberHub):
         s = self._last_sample
         if command.name != "target" or self._state != State.RUNNING or s is None:
             return None
+        from poise.controller.params import ParamError, parse_target
+        from poise.controller.planner import UnstableTarget, plan_target
+
         try:
             target = parse_target(command.value, self.model.task_dim, self.reach)
             starts = [np.asarray(s.q_bar, dtype=float), np.asarray(s.q, dtype=float)]
@@ -519,7 +562,9 @@ class RealtimeController(SubscriberHub):
                     self._drain_up()
                 self._drain_ring()
                 self._proc.join(1.0)
-                if not self._closed:
+                if not self._hello.is_set():  # a failed start-up: wait_started reports it
+                    self._fail_all(self._dead or "the real-time process did not start")
+                elif not self._closed:
                     self._died(self._proc.exitcode)
                 return
 
@@ -548,13 +593,19 @@ class RealtimeController(SubscriberHub):
 
     def _handle(self, msg: tuple[Any, ...]) -> None:
         kind = msg[0]
-        if kind == "ev":
+        if kind == "hello":
+            self._hello.set()
+        elif kind == "built":
+            self._built.set()
+        elif kind == "fatal":
+            self._fatal = (msg[1], msg[2])
+        elif kind == "ev":
             for ev in msg[1]:
                 self._on_event(ev)
         elif kind == "re":
             self._answer(msg[1], msg[2], msg[3])
         elif kind == "params":
-            self._params = LiveParams.from_dict(msg[1])
+            self._params = type(self._params).from_dict(msg[1])
         elif kind == "urgent":  # an e-stop the child took from MQTT and acted on
             self._urgent_done(msg[1])
         elif kind == "urgent_answer" and self._urgent is not None:  # given by the child
@@ -603,42 +654,19 @@ class RealtimeController(SubscriberHub):
 
     # ------------------------------------------------------------------ start-up, teardown
 
-    def _await_hello(self, timeout: float, cancelled: Callable[[], bool]) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise RealtimeError(f"the real-time process did not start in {timeout:g} s")
-            if cancelled():
-                self._proc.kill()  # before its hello it has no device to make safe
-                raise StartupCancelled("start-up cancelled")
-            ready = connection.wait([self._up, self._proc.sentinel], min(left, POLL * 10))
-            if not ready:
-                continue
-            if self._up in ready:
-                try:
-                    msg = self._up.recv()
-                except (EOFError, OSError):
-                    msg = ("fatal", "", "")
-                if msg[0] == "hello":
-                    return
-                if msg[0] == "fatal":
-                    self._proc.join(5)
-                    if msg[1] == "ConfigError":
-                        raise ConfigError(msg[2])
-                    raise RealtimeError(f"the real-time process did not start: {msg[1]}: "
-                                        f"{msg[2]}" if msg[1] else
-                                        "the real-time process did not start "
-                                        f"(exit code {self._proc.exitcode})")
-                self._handle(msg)
-            elif ready:
-                self._proc.join(1)
-                raise RealtimeError("the real-time process did not start "
-                                    f"(exit code {self._proc.exitcode})")
+    def _abandon(self, error: Exception) -> None:
+        """A failed start-up: kill the child (before its hello it has opened no device),
+        close this object, raise ``error``."""
+        if self._proc.is_alive():
+            self._proc.kill()
+            self._proc.join(5)
+        self._dead = str(error) or type(error).__name__
+        self.close(timeout=5.0)
+        raise error
 
     def _kill(self) -> None:
         """End the child if it is still there (SIGTERM: it closes its controller; then
-        SIGKILL) and, if start-up failed, the ring too."""
+        SIGKILL)."""
         proc = self._proc
         if proc.is_alive():
             proc.terminate()
@@ -646,11 +674,6 @@ class RealtimeController(SubscriberHub):
         if proc.is_alive():
             proc.kill()
             proc.join(5)
-        if not hasattr(self, "_reader"):  # start-up failed: nobody else cleans up
-            for c in (self._down, self._estop, self._up):
-                c.close()
-            self._ring.close()
-            self._ring.unlink()
 
     def _local_summary(self) -> dict[str, Any]:
         """The last known summary, updated with the last cycle record and the state."""
@@ -668,16 +691,28 @@ class RealtimeController(SubscriberHub):
         return out
 
 
-def make_controller(config: Config, cancelled: Callable[[], bool] | None = None) -> Any:
+def make_controller(config: Config, cancelled: Callable[[], bool] | None = None, *,
+                    check_gains: bool = False,
+                    origins: GainOrigins | None = None) -> Any:
     """The controller ``config`` asks for: a :class:`RealtimeController` (its own process,
     ``[loop] process = "own"``) or an in-process :class:`~poise.controller.loop.Controller`
-    (``"shared"``); both have the same API. ``cancelled``: see :class:`RealtimeController`
-    (the in-process controller starts nothing that could wait)."""
-    if config.loop.process == "own":
-        return RealtimeController(config, cancelled=cancelled)
-    from poise.controller.loop import Controller
+    (``"shared"``); both have the same API. ``cancelled``, ``check_gains``, ``origins``:
+    see :class:`RealtimeController` (the in-process controller's gains are checked here).
 
-    return Controller(config)
+    Raises:
+        ConfigError: the configuration refused (with ``check_gains``: a gain at or above
+            its bound).
+    """
+    if config.loop.process == "own":
+        return RealtimeController(config, cancelled=cancelled, check_gains=check_gains,
+                                  origins=origins)
+    from poise.controller.loop import Controller
+    from poise.controller.params import check_configured_gains
+
+    ctl = Controller(config)
+    if check_gains:
+        check_configured_gains(config, ctl.model, origins=origins)
+    return ctl
 
 
 __all__ = ["PUMP_HZ", "RealtimeController", "RealtimeError", "StartupCancelled",

@@ -44,6 +44,11 @@ class SimDevice:
             ``--disconnect-after S`` …).
         startup_timeout: how long to wait for the ``PTY`` line [s] (the simulator compiles
             its kernels first: seconds from Numba's cache, up to a minute without it).
+        fifo_priority: run the device's threads at this ``SCHED_FIFO`` priority, set by the
+            device once it has started (``--fifo-priority``): for a device launched while
+            its controller still runs at the normal scheduler (:meth:`launch` early), so
+            that neither's start-up takes a whole core from the other. ``None``: the device
+            runs one below what it inherits.
 
     Attributes:
         path: the symlink to the current pty (stable across reopen); use it as the port.
@@ -51,8 +56,10 @@ class SimDevice:
     """
 
     def __init__(self, model: str, *, rate: float = 500, params: str | None = None,
-                 extra: Sequence[str] = (), startup_timeout: float = 120.0) -> None:
+                 extra: Sequence[str] = (), startup_timeout: float = 120.0,
+                 fifo_priority: int | None = None) -> None:
         self.model = model
+        self.fifo_priority = fifo_priority
         self.rate = rate
         self.params = params
         self.extra = tuple(extra)
@@ -62,6 +69,8 @@ class SimDevice:
         self.pty = ""
         self.proc: subprocess.Popen[str] | None = None
         self.lines: list[str] = []
+        self._first: list[str] = []
+        self._first_reader: threading.Thread | None = None
 
     def command(self) -> list[str]:
         base = os.environ.get(SIM_COMMAND_ENV)
@@ -70,21 +79,43 @@ class SimDevice:
                 "--own-link-dir", "--parent-pid", str(os.getpid())]
         if self.params:
             cmd += ["--params", self.params]
+        if self.fifo_priority is not None:
+            cmd += ["--fifo-priority", str(self.fifo_priority)]
         return cmd + list(self.extra)
 
     def start(self) -> str:
         """Start the process and wait for its pty; returns :attr:`path`."""
+        self.launch()
+        return self.wait_ready()
+
+    def launch(self) -> SimDevice:
+        """Start the process without waiting for it (:meth:`wait_ready` does): it imports,
+        builds its plant and opens its pty meanwhile. Idempotent."""
+        if self.proc is not None:
+            return self
         # its own session: a terminal's Ctrl-C reaches us (we disarm, then stop it), not the
         # device first; it still dies with us (--parent-pid)
-        self.proc = subprocess.Popen(self.command(), stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, bufsize=1,
-                                     start_new_session=True)
-        first: list[str] = []
-        reader = threading.Thread(target=lambda: first.append(self.proc.stdout.readline()),
-                                  daemon=True)
-        reader.start()
-        reader.join(self.startup_timeout)
-        line = first[0].strip() if first else ""
+        self.proc = proc = subprocess.Popen(self.command(), stdout=subprocess.PIPE,
+                                            stderr=subprocess.PIPE, text=True, bufsize=1,
+                                            start_new_session=True)
+        self._first_reader = threading.Thread(
+            target=lambda: self._first.append(proc.stdout.readline()), daemon=True)
+        self._first_reader.start()
+        return self
+
+    def wait_ready(self) -> str:
+        """Wait (at most ``startup_timeout`` from now) for the launched process's pty;
+        returns :attr:`path`.
+
+        Raises:
+            SimDeviceError: it printed no ``PTY`` line in time (it is stopped then).
+        """
+        if self.proc is None or self._first_reader is None:
+            self.launch()
+        self._first_reader.join(self.startup_timeout)  # type: ignore[union-attr]
+        line = self._first[0].strip() if self._first else ""
+
+
         if not line.startswith("PTY "):
             self.stop()
             err = self.proc.stderr.read() if self.proc.stderr else ""

@@ -27,6 +27,7 @@ from poise.firmware_bridge import messages as msg
 
 if TYPE_CHECKING:  # the controller imports this module: no import back at run time
     from poise.controller.config import DeviceConfig
+    from poise.controller.simdevice import SimDevice
     from poise.devices.dynamixel_config import ServoConfig
 
 #: A joint-sensor board gets no setpoints: heartbeats keep its watchdog fed [s].
@@ -51,7 +52,8 @@ class Opened:
 def open_device(cfg: DeviceConfig, *, model: str, m: int, rate: float,
                 on_fault: Callable[[msg.Fault], None] | None = None,
                 reconnect: bool = True, qa_min: Sequence[float] | None = None,
-                qa_max: Sequence[float] | None = None) -> Opened:
+                qa_max: Sequence[float] | None = None,
+                launched: SimDevice | None = None) -> Opened:
     """Open the device of ``cfg`` for a robot ``model`` with ``m`` actuators at ``rate`` Hz.
 
     Args:
@@ -63,6 +65,9 @@ def open_device(cfg: DeviceConfig, *, model: str, m: int, rate: float,
         reconnect: poise-protocol links re-open after an unplug.
         qa_min, qa_max: the model's actuator limits: those of the default Dynamixel table
             (without ``[[device.servos]]``), instead of ∓ one spool turn.
+        launched: for ``port = "sim"``, the virtual device :func:`launch_virtual_device`
+            started earlier (it has been importing and building its plant meanwhile); else
+            one is started here.
 
     Raises:
         DeviceError: the device cannot be opened; the message names the port and why.
@@ -73,7 +78,9 @@ def open_device(cfg: DeviceConfig, *, model: str, m: int, rate: float,
         servos = cfg.servos or default_servos(m, qa_min=qa_min, qa_max=qa_max)
         return _open_dynamixel(cfg, servos, on_fault=on_fault, reconnect=reconnect)
     if cfg.port == "sim":
-        return _open_sim(cfg, model=model, rate=rate, on_fault=on_fault, reconnect=reconnect)
+        return _open_sim(launched or virtual_device(cfg, model=model, rate=rate),
+                         on_fault=on_fault, reconnect=reconnect, baud=cfg.baud,
+                         timeout=cfg.timeout)
     from poise.devices.wire import WireDevice
 
     dev = WireDevice(cfg.port, baud=cfg.baud, timeout=cfg.timeout, on_fault=on_fault,
@@ -81,19 +88,46 @@ def open_device(cfg: DeviceConfig, *, model: str, m: int, rate: float,
     return Opened(dev, cfg.port)
 
 
-def _open_sim(cfg: DeviceConfig, *, model: str, rate: float,
-              on_fault: Callable[[msg.Fault], None] | None, reconnect: bool) -> Opened:
-    from poise.controller.simdevice import SimDevice, SimDeviceError
+def virtual_device(cfg: DeviceConfig, *, model: str, rate: float,
+                   fifo_priority: int | None = None) -> SimDevice:
+    """The virtual device (``poise device sim``) of a ``port = "sim"`` table, not started:
+    ``cfg.sim_model`` or ``model`` at ``rate`` Hz, its ``sim_params`` and ``sim_args``."""
+    from poise.controller.simdevice import SimDevice
+
+    return SimDevice(cfg.sim_model or model, rate=rate, params=cfg.sim_params,
+                     extra=cfg.sim_args, fifo_priority=fifo_priority)
+
+
+def launch_virtual_device(cfg: DeviceConfig, *, model: str, rate: float,
+                          priority: int) -> SimDevice | None:
+    """Start the virtual device of ``cfg`` now, without waiting for it, when the table asks
+    for one (``port = "sim"``, poise protocol); else None. Its start-up (a Python process,
+    its imports, its plant's kernels: about a second) then overlaps the controller's own;
+    :func:`open_device` (``launched=``) waits for it. ``priority``: the controller's
+    ``SCHED_FIFO`` priority (``loop.priority``); the device takes one below once started,
+    and starts at the scheduler of the caller, who calls this before taking its own."""
+    if cfg.port != "sim" or cfg.protocol != "poise":
+        return None
+    sim = virtual_device(cfg, model=model, rate=rate,
+                         fifo_priority=priority - 1 if priority > 1 else None)
+    try:
+        return sim.launch()
+    except OSError:  # open_device starts one again and reports why it cannot
+        sim.stop()
+        return None
+
+
+def _open_sim(sim: SimDevice, *, on_fault: Callable[[msg.Fault], None] | None,
+              reconnect: bool, baud: int, timeout: float) -> Opened:
+    from poise.controller.simdevice import SimDeviceError
     from poise.devices.wire import WireDevice
 
-    sim = SimDevice(cfg.sim_model or model, rate=rate, params=cfg.sim_params,
-                    extra=cfg.sim_args)
     try:
         path = sim.start()
     except (SimDeviceError, OSError) as exc:
         sim.stop()
         raise DeviceError(f"virtual device: {exc}") from None
-    dev = WireDevice(path, baud=cfg.baud, timeout=cfg.timeout, on_fault=on_fault,
+    dev = WireDevice(path, baud=baud, timeout=timeout, on_fault=on_fault,
                      reconnect=reconnect, on_close=sim.stop)
     return Opened(dev, path, sim)
 
@@ -125,4 +159,5 @@ def _open_dynamixel(cfg: DeviceConfig, servos: Sequence[ServoConfig], *,
         raise
 
 
-__all__ = ["SENSOR_HEARTBEAT", "Opened", "open_device"]
+__all__ = ["SENSOR_HEARTBEAT", "Opened", "launch_virtual_device", "open_device",
+           "virtual_device"]

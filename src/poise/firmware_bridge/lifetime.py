@@ -76,6 +76,19 @@ def watch_parent(parent_pid: int, on_death: Callable[[], None]) -> bool:
 
 
 
+def fifo(priority: int) -> dict[str, object]:
+    """``SCHED_FIFO`` at ``priority`` for the calling thread (``priority`` ≤ 0: nothing);
+    threads and processes it starts afterwards inherit it. Returns what happened, JSON-ready:
+    ``{"scheduler": "fifo", "priority": P}`` or ``{"scheduler": "other", "refused": why}``."""
+    if priority <= 0:
+        return {"scheduler": "other"}
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    except (PermissionError, OSError, AttributeError) as exc:
+        return {"scheduler": "other", "refused": f"SCHED_FIFO {priority}: {exc}"}
+    return {"scheduler": "fifo", "priority": priority}
+
+
 def yield_to_parent() -> str:
     """Run one real-time priority below what this process inherited: a virtual device started
     by a controller's real-time process inherits its ``SCHED_FIFO`` priority p and would
@@ -99,5 +112,5 @@ def yield_to_parent() -> str:
         return f"left as inherited ({exc})"
 
 
-__all__ = ["PARENT_DEATH_SIGNAL", "parent_alive", "set_parent_death_signal", "watch_parent",
+__all__ = ["PARENT_DEATH_SIGNAL", "fifo", "parent_alive", "set_parent_death_signal", "watch_parent",
            "yield_to_parent"]

@@ -61,6 +61,15 @@ def wait_listening(host: str, port: int, timeout: float) -> bool:
     return False
 
 
+def embedded_broker_needed(config: Any, *, mqtt: bool | None = None,
+                           url: str | None = None) -> bool:
+    """Whether MQTT for ``config`` (a :class:`~poise.controller.config.Config`) runs on an
+    embedded broker: MQTT enabled (``mqtt`` overrides ``[mqtt] enabled``) and no broker
+    address (``url`` overrides ``[mqtt] url``; ``[mqtt] embedded`` means none was given)."""
+    enabled = config.mqtt.enabled if mqtt is None else mqtt
+    return bool(enabled) and (url or (None if config.mqtt.embedded else config.mqtt.url)) is None
+
+
 def amqtt_config(host: str, port: int) -> dict[str, Any]:
     """amqtt configuration: one TCP listener, anonymous clients, no logging or $SYS plugins."""
     return {
@@ -103,6 +112,7 @@ class EmbeddedBroker:
         self._proc: subprocess.Popen[bytes] | None = None
         self._stderr: Any = None
         self._thread: threading.Thread | None = None
+        self._ready: threading.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
 
@@ -117,20 +127,15 @@ class EmbeddedBroker:
         return self._proc.pid if self._proc else None
 
     def start(self, timeout: float = 10.0) -> EmbeddedBroker:
-        """Start the broker and wait until it accepts connections."""
-        if self.mode == "process":
-            # a pipe nobody reads could fill and block the broker: spool to a file instead
-            self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in stop()
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "poise.telemetry.broker", "--host", self.host,
-                 "--port", str(self.port)],
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr)
-        else:
-            ready = threading.Event()
-            self._thread = threading.Thread(target=self._thread_main, args=(ready,),
-                                            name="poise-broker", daemon=True)
-            self._thread.start()
-            ready.wait(timeout)
+        """Start the broker (if :meth:`launch` has not) and wait until it accepts
+        connections.
+
+        Raises:
+            RuntimeError: it did not within ``timeout`` s (the message has its stderr).
+        """
+        self.launch()
+        if self._ready is not None:
+            self._ready.wait(timeout)
         if not wait_listening(self.host, self.port, timeout):
             err = b""
             if self._stderr is not None:
@@ -139,6 +144,25 @@ class EmbeddedBroker:
             self.stop()
             raise RuntimeError(f"embedded MQTT broker did not start on {self.url}: "
                                f"{err.decode(errors='replace').strip()}")
+        return self
+
+    def launch(self) -> EmbeddedBroker:
+        """Start the broker without waiting for it (:meth:`start` then waits): its start-up
+        overlaps the caller's. Idempotent."""
+        if self._proc is not None or self._thread is not None:
+            return self
+        if self.mode == "process":
+            # a pipe nobody reads could fill and block the broker: spool to a file instead
+            self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in stop()
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "poise.telemetry.broker", "--host", self.host,
+                 "--port", str(self.port)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr)
+        else:
+            self._ready = threading.Event()
+            self._thread = threading.Thread(target=self._thread_main, args=(self._ready,),
+                                            name="poise-broker", daemon=True)
+            self._thread.start()
         return self
 
     def _thread_main(self, ready: threading.Event) -> None:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
-from poise.telemetry.broker import EmbeddedBroker
+from poise.telemetry.broker import EmbeddedBroker, embedded_broker_needed
 from poise.telemetry.log import LogWriter, controller_log
 from poise.telemetry.mqtt import MqttBridge, MqttConfig
 
@@ -52,7 +52,7 @@ class Telemetry:
 def attach(controller: Any, *, mqtt: bool | None = None, url: str | None = None,
            robot_id: str | None = None, log_path: str | None = None,
            foxglove: str | int | None = None, joint_states: float | None = None,
-           out: TextIO | None = sys.stderr) -> Telemetry:
+           out: TextIO | None = sys.stderr, broker: EmbeddedBroker | None = None) -> Telemetry:
     """Start MQTT, the experiment log and the Foxglove live view for ``controller``.
 
     Args:
@@ -64,6 +64,11 @@ def attach(controller: Any, *, mqtt: bool | None = None, url: str | None = None,
         joint_states: override ``[mqtt] joint_states_hz`` (one record per cycle on
             ``joint_states`` and ``task``, at most this many per second; 0: off).
         out: where to print the broker address and log path (None: silent).
+        broker: the embedded broker to use when one is needed
+            (:func:`~poise.telemetry.broker.embedded_broker_needed`), launched earlier by
+            the caller so that its start-up overlapped the controller's (owned by the
+            returned :class:`Telemetry` from here on, stopped by it even on an error here);
+            else one is started here.
 
     Raises:
         poise.extras.MissingExtra: ``foxglove`` is given but foxglove-sdk is missing (the
@@ -71,7 +76,7 @@ def attach(controller: Any, *, mqtt: bool | None = None, url: str | None = None,
         RuntimeError: the Foxglove port is taken.
     """
     config = controller.config
-    telemetry = Telemetry()
+    telemetry = Telemetry(broker=broker)
     try:
         if foxglove is not None:  # first: a missing SDK fails before anything started
             telemetry.foxglove = _foxglove(controller, foxglove)
@@ -83,14 +88,16 @@ def attach(controller: Any, *, mqtt: bool | None = None, url: str | None = None,
             telemetry.log = controller_log(controller, path)
             if out is not None:
                 print(f"poise run: logging to {path}", file=out)
-        enabled = config.mqtt.enabled if mqtt is None else mqtt
-        if enabled:
-            url = url or (None if config.mqtt.embedded else config.mqtt.url)
-            if url is None:
-                telemetry.broker = EmbeddedBroker().start()
-                url = telemetry.broker.url
-                if out is not None:
-                    print(f"poise run: embedded MQTT broker on {url}", file=out)
+        if embedded_broker_needed(config, mqtt=mqtt, url=url):
+            telemetry.broker = (broker or EmbeddedBroker()).start()
+            url = telemetry.broker.url
+            if out is not None:
+                print(f"poise run: embedded MQTT broker on {url}", file=out)
+        elif broker is not None:  # launched for nothing: not needed after all
+            broker.stop()
+            telemetry.broker = None
+        if config.mqtt.enabled if mqtt is None else mqtt:
+            url = url or config.mqtt.url
             mc = MqttConfig.from_settings(config.mqtt, url=url, robot_id=robot_id,
                                           joint_states_hz=joint_states)
             telemetry.bridge = MqttBridge(

@@ -133,7 +133,7 @@ class UrgentListener:
             loop.call_soon_threadsafe(send)
 
     async def _main(self) -> None:
-        from poise.controller.loop import fifo
+        from poise.firmware_bridge.lifetime import fifo
 
         fifo(self.priority)  # this thread only: it sleeps until an e-stop
         self._loop = asyncio.get_running_loop()
