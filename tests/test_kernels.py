@@ -46,6 +46,7 @@ from poise.kernels import (
     warm_up,
 )
 from poise.kernels import cache as kcache
+from poise.kernels import cycle as cycle_kernel
 from poise.kernels import linalg as kla
 from poise.kernels import planar_pcc as kpcc
 from poise.kernels.blocks import Layout
@@ -502,6 +503,54 @@ def _limits_for(model, rng) -> SafetyLimits:
                         np.where(rng.random(m) < 0.2, math.inf, hi), rate)
 
 
+def guard_kernel(stepper, proposed, move, q, windup, saturated, arrays, dt):
+    """The guard kernel as the one-call cycle calls it, from a compiled stepper's q̄a."""
+    band, qa_min, qa_max, rate = arrays
+    return guard.guard(stepper.qa, np.asarray(proposed, dtype=float),
+                       np.zeros(0) if move is None else np.asarray(move, dtype=float),
+                       stepper._A, np.asarray(q, dtype=float), band, windup, saturated,
+                       qa_min, qa_max, rate, dt)
+
+
+@pytest.mark.parametrize("algorithm", STEPPERS)
+@pytest.mark.parametrize("name", MODELS)
+def test_one_call_cycle_equals_the_four_kernel_calls(name, algorithm):
+    """``CompiledStepper.cycle`` (one kernel: h(q), propose, guard, commit) gives exactly
+    what the four kernels called one by one give, over consecutive cycles: feedback and
+    feed-forward, an approach move or not, the anti-windup on or off, the device saturated
+    or not; a non-finite proposal commits nothing in either."""
+    model, packed, _ = setup(name)
+    rng = np.random.default_rng(23)
+    limits = _limits_for(model, rng)
+    arrays = ControlStep(model, limits, 1e-3)._limit_arrays()
+    one, four = (make_compiled_stepper(algorithm, model, packed) for _ in range(2))
+    q0 = start_configuration(model, seed=41)
+    for stepper in (one, four):
+        stepper.reset(q0, limits.qa_min, limits.qa_max)
+    p = params(algorithm, model.fk(q0) + 0.03)
+    for cycle in range(16):
+        q = q0 + rng.normal(scale=3e-3, size=model.n)
+        fb, saturated = cycle % 2 == 0, cycle % 5 == 4
+        move = four.qa + 0.01 if cycle % 7 == 3 else None
+        windup = fb and move is None
+        x_meas, x_used, status = one.cycle(p, q, fb, move, windup, saturated, arrays, 1e-3)
+        want_x = four.fk(q)
+        want_used = want_x if fb else four.x_bar
+        proposed = four.propose(p, want_x if fb else None, 1e-3)
+        qa_safe, want_status = guard_kernel(four, proposed, move, q, windup, saturated, arrays,
+                                            1e-3)
+        four.commit(qa_safe)
+        where = f"{name} {algorithm} cycle {cycle}"
+        assert status == want_status, where
+        for got, want in ((x_meas, want_x), (x_used, want_used), (one.state, four.state)):
+            np.testing.assert_array_equal(got, want, err_msg=where)
+    before = one.state.copy()
+    bad = replace(p, target=np.full(model.task_dim, math.nan))
+    _, _, status = one.cycle(bad, q0, False, None, False, False, arrays, 1e-3)
+    assert status & one.NONFINITE, f"{name} {algorithm}: a NaN target went unnoticed"
+    np.testing.assert_array_equal(one.state, before)  # nothing committed
+
+
 @pytest.mark.parametrize("name", MODELS)
 def test_cycle_guard_equals_the_reference_chain(name):
     """The compiled guard (approach move, anti-windup, rate and position limits) equals
@@ -537,15 +586,15 @@ def test_cycle_guard_equals_the_reference_chain(name):
             held += ref_held
         with np.errstate(divide="ignore", invalid="ignore"):  # a zero rate limit: 0/0, x/0
             want = limit_setpoint(limits, ref.qa, want, 1e-3)[0]
-        qa_safe, status = got.guard(proposed, move, q_meas, windup, saturated,
-                                    got_step._limit_arrays(), 1e-3)
+        qa_safe, status = guard_kernel(got, proposed, move, q_meas, windup, saturated,
+                                       got_step._limit_arrays(), 1e-3)
         check(qa_safe, want, s.c, f"{name} trial {trial} setpoint")
         assert bool(status & got.HELD) == bool(ref_held), f"{name} trial {trial} held"
         assert not status & got.NONFINITE
         bad = proposed.copy()
         bad[-1] = math.nan
-        assert got.guard(bad, move, q_meas, windup, saturated, got_step._limit_arrays(),
-                         1e-3)[1] & got.NONFINITE
+        assert guard_kernel(got, bad, move, q_meas, windup, saturated,
+                            got_step._limit_arrays(), 1e-3)[1] & got.NONFINITE
     assert held > 0  # the anti-windup branch was exercised
 
 
@@ -597,7 +646,7 @@ def test_stepping_after_warm_up_compiles_nothing_new():
     input is converted rather than compiled for."""
     model, packed, _ = setup("tendon_3link")
     entries = (steps.blocks, steps.propose, steps.commit, steps.acceleration, steps.fk, steps.G,
-               guard.guard, guard.finite_prefix, held_solve.statics_solve,
+               guard.guard, guard.finite_prefix, cycle_kernel.cycle, held_solve.statics_solve,
                held_solve.alg1_attempt, held_solve.alg2_attempt)
     before = {f: len(f.signatures) for f in entries}
     target = model.fk(np.full(model.n, 0.2))

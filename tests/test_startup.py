@@ -179,7 +179,7 @@ def test_a_gain_above_the_bound_is_refused_by_the_real_time_process_naming_the_f
 def test_a_real_time_process_that_builds_too_slowly_is_abandoned_and_leaves_nothing():
     # the timeout counts until the child has built its controller (its imports alone take
     # longer than 50 ms); after that its gain check may take as long as compiling does
-    with pytest.raises(RealtimeError, match="did not build its controller in 0.05 s"):
+    with pytest.raises(RealtimeError, match=r"did not build its controller in 0\.05 s"):
         RealtimeController(config(), startup_timeout=0.05, check_gains=True)
     assert not [p for p in mp.active_children() if p.name == "poise-realtime"]
 

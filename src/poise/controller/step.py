@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -207,18 +207,10 @@ class ControlStep:
                        fb: bool, saturated: bool, algorithm: str) -> FloatArray:
         """The IK's proposal → NaN guard → approach move or (fb) anti-windup → safety layer.
 
-        A compiled stepper does it in one kernel (:func:`poise.kernels.guard.guard`); the
-        numpy functions here are its reference."""
+        A compiled stepper does it in its one-call cycle (:meth:`_compiled_cycle`, the
+        kernel :func:`poise.kernels.guard.guard`); the numpy functions here are its
+        reference."""
         move_qa = self._approach(stepper, self.period)
-        guard = getattr(stepper, "guard", None)
-        if guard is not None:
-            qa_safe, status = guard(proposed, move_qa, q, fb and move_qa is None,
-                                    bool(saturated), self._limit_arrays(), self.period)
-            if status & stepper.NONFINITE:  # type: ignore[attr-defined]
-                raise StepFault(f"non-finite IK output ({algorithm})")
-            if status & stepper.HELD:  # type: ignore[attr-defined]
-                self.windup_holds += 1
-            return qa_safe
         if not all_finite(proposed):
             raise StepFault(f"non-finite IK output ({algorithm})")
         if move_qa is not None:
@@ -226,6 +218,21 @@ class ControlStep:
         elif fb:
             proposed = self._anti_windup(stepper.qa, proposed, q, saturated)
         return limit_setpoint(self.limits, stepper.qa, proposed, self.period)[0]
+
+    def _compiled_cycle(self, stepper: Any, q: FloatArray, p: LiveParams, fb: bool,
+                        saturated: bool) -> tuple[FloatArray, FloatArray]:
+        """h(q), the IK update, the guard and the commit of a compiled stepper in one kernel
+        call (:meth:`poise.kernels.steppers.CompiledStepper.cycle`); returns
+        ``(h(q), x used)``."""
+        move_qa = self._approach(stepper, self.period)
+        x_meas, x_used, status = stepper.cycle(p, q, fb, move_qa, fb and move_qa is None,
+                                               bool(saturated), self._limit_arrays(),
+                                               self.period)
+        if status & stepper.NONFINITE:
+            raise StepFault(f"non-finite IK output ({p.algorithm})")
+        if status & stepper.HELD:
+            self.windup_holds += 1
+        return x_meas, x_used
 
     def reset(self, q: FloatArray, algorithm: str) -> None:
         """Bumpless (re)start from the measured configuration ``q``."""
@@ -251,11 +258,14 @@ class ControlStep:
             self.stepper = stepper = new
         assert stepper is not None
         fb = p.mode == "fb"
-        compiled_fk = getattr(stepper, "fk", None)
-        x_meas = compiled_fk(q) if compiled_fk is not None else model.fk(q)
-        x_used = x_meas if fb else stepper.x_bar
-        proposed = stepper.propose(p, x_meas if fb else None, period)
-        stepper.commit(self._safe_setpoint(stepper, proposed, q, fb, saturated, p.algorithm))
+        if hasattr(stepper, "cycle"):  # compiled: the whole chain below in one kernel call
+            x_meas, x_used = self._compiled_cycle(stepper, q, p, fb, saturated)
+        else:
+            x_meas = model.fk(q)
+            x_used = x_meas if fb else stepper.x_bar
+            proposed = stepper.propose(p, x_meas if fb else None, period)
+            stepper.commit(self._safe_setpoint(stepper, proposed, q, fb, saturated,
+                                               p.algorithm))
         tau = stepper.tau if self.effort_feedforward else None
         finite = getattr(stepper, "finite", None)
         if not (finite() if finite is not None else all_finite(stepper.qa, tau,

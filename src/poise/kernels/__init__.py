@@ -15,6 +15,7 @@ and :mod:`~poise.kernels.planar_pcc` (model kernels), :mod:`~poise.kernels.famil
 by family), :mod:`~poise.kernels.packed` (``pack``), :mod:`~poise.kernels.blocks` (actuation
 blocks in a state vector), :mod:`~poise.kernels.steps` (the cycle steps and the simulator's
 right-hand side), :mod:`~poise.kernels.guard` (a cycle's anti-windup and safety layer),
+:mod:`~poise.kernels.cycle` (a whole cycle in one call: h(q), the step, the guard, the commit),
 :mod:`~poise.kernels.steppers` (the stepper interface),
 :mod:`~poise.kernels.held_solve` and :mod:`~poise.kernels.solvers` (the offline solves of
 :func:`poise.ik.held.algorithm1` and :func:`~poise.ik.held.algorithm2`),
@@ -26,6 +27,7 @@ the Levenberg–Marquardt IK solve of :mod:`poise.ik.clik_compiled`),
 from poise.kernels import (
     blocks,
     cache,
+    cycle,
     dh_chain,
     dh_ik,
     family,
@@ -47,8 +49,8 @@ from poise.kernels.steppers import (
 from poise.kernels.warmup import WarmUpReport, warm_up
 
 #: Every module of compiled functions, whose stale cache :func:`cache.ensure_fresh` removes.
-KERNEL_MODULES = (blocks, dh_chain, dh_ik, guard, held_solve, linalg, planar_pcc, planar_tree,
-                  steps)
+KERNEL_MODULES = (blocks, cycle, dh_chain, dh_ik, guard, held_solve, linalg, planar_pcc,
+                  planar_tree, steps)
 cache.ensure_fresh(cache.dispatchers(KERNEL_MODULES))
 
 __all__ = [

@@ -27,6 +27,7 @@ from poise.ik.result import InvalidInputError
 from poise.ik.statics import solve_statics
 from poise.kernels import guard, steps
 from poise.kernels.blocks import Layout
+from poise.kernels.cycle import cycle as _cycle
 from poise.kernels.packed import PackedModel, has_kernels, pack
 from poise.models.actuation import join, split
 from poise.models.base import FloatArray, MechanicalModel
@@ -100,26 +101,56 @@ class CompiledStepper:
         self._proposed = out
         return out[:self._m]
 
-    def _commit(self, qa: FloatArray) -> int:
+    def _commit(self, qa: FloatArray) -> None:
         new, status = steps.commit(self._args, self._code, self._state, qa, self._proposed,
                                    self.statics_tol, self.newton_iter)
+        self._accept(new, int(status), qa)
+
+    def _accept(self, new: FloatArray, status: int, qa: FloatArray) -> None:
+        """The state after a commit of ``qa`` that returned ``new`` and ``status``."""
         self._state = new
-        return int(status)
+
+    def _check(self, p: StepParams, update: int) -> None:
+        """Refuse parameters the algorithm cannot step with (before any kernel runs)."""
 
     def fk(self, q: FloatArray) -> FloatArray:
         """``h(q)`` (k,) of the measured ``q`` (the model's ``fk``, compiled)."""
         return steps.fk(self._args, _f64(q))
 
-    def guard(self, proposed: FloatArray, move_qa: FloatArray | None, q: FloatArray,
+    def cycle(self, p: StepParams, q: FloatArray, fb: bool, move_qa: FloatArray | None,
               windup: bool, saturated: bool, arrays: tuple[FloatArray, ...], dt: float
-              ) -> tuple[FloatArray, int]:
-        """The setpoint from ``proposed`` through the approach move, the anti-windup and the
-        safety layer in one call (:func:`poise.kernels.guard.guard`); ``arrays``: the
-        anti-windup band, ``qa_min``, ``qa_max`` and the rate limits as float64 arrays."""
+              ) -> tuple[FloatArray, FloatArray, int]:
+        """One whole cycle in one kernel call (:func:`poise.kernels.cycle.cycle`): ``h(q)``,
+        :meth:`propose` (``x`` the measured ``h(q)`` in feedback mode ``fb``, else x̄), the
+        guard (the approach move ``move_qa`` or, with ``windup``, the anti-windup; the safety
+        layer; ``arrays``: the anti-windup band, ``qa_min``, ``qa_max`` and the rate limits
+        as float64 arrays), :meth:`commit` of what the guard let through.
+
+        Returns:
+            ``(h(q), x used by the IK, guard status)``. With the status bit
+            :data:`NONFINITE` nothing is committed (the caller faults).
+
+        Raises:
+            numpy.linalg.LinAlgError: a singular matrix in the update (as :meth:`propose`).
+            InvalidInputError: parameters the algorithm refuses (as :meth:`propose`).
+        """
+        target, update, gamma, gamma_z, gamma_e, damping = (
+            self._pv if p is self._p else self._values(p))
+        self._check(p, update)
         band, qa_min, qa_max, rate = arrays
-        return guard.guard(self.qa, _f64(proposed),
-                           _NO_MOVE if move_qa is None else _f64(move_qa), self._A, _f64(q),
-                           band, windup, saturated, qa_min, qa_max, rate, dt)
+        old = self._state
+        x_lo, x_hi, qa_lo = self._x.start, self._x.stop, self._qa.start
+        new, x_meas, proposed, qa_safe, p_status, g_status, c_status = _cycle(
+            self._args, self._code, old, _f64(q), fb, x_lo, x_hi, qa_lo, target, update,
+            gamma, gamma_z, gamma_e, damping, float(dt), self.max_step, self._qa_min,
+            self._qa_max, _NO_MOVE if move_qa is None else _f64(move_qa), windup, saturated,
+            self._A, band, qa_min, qa_max, rate, self.statics_tol, self.newton_iter)
+        if p_status != steps.OK:
+            raise np.linalg.LinAlgError(f"{self.name} step: singular matrix")
+        self._proposed = proposed
+        if not g_status & self.NONFINITE:
+            self._accept(new, int(c_status), qa_safe)
+        return x_meas, x_meas if fb else old[self._x], int(g_status)
 
     def finite(self) -> bool:
         """Whether q̄, q̄a, τ_ff (and q̄u, x̄, G_u between them) are all finite."""
@@ -183,11 +214,12 @@ class CompiledStepper:
 
     def propose(self, p: StepParams, x: FloatArray | None, dt: float) -> FloatArray:
         """The IK update of q̄a; ``x`` is the task value the error uses (``None``: h(q̄))."""
-        raise NotImplementedError
+        self._check(p, (self._pv if p is self._p else self._values(p))[1])
+        return self._propose(p, x, dt)
 
     def commit(self, qa: FloatArray) -> None:
         """Accept ``qa`` (after the safety layer) and make q̄ consistent with it."""
-        raise NotImplementedError
+        self._commit(_f64(qa))
 
 
 class CompiledAlg1Stepper(CompiledStepper):
@@ -210,8 +242,7 @@ class CompiledAlg1Stepper(CompiledStepper):
         self._limits(qa_min, qa_max)
         self._solve(np.clip(qa, qa_min, qa_max), qu)
 
-    def propose(self, p: StepParams, x: FloatArray | None, dt: float) -> FloatArray:
-        update = (self._pv if p is self._p else self._values(p))[1]
+    def _check(self, p: StepParams, update: int) -> None:
         if update < 0:
             raise InvalidInputError(
                 f"update: unknown '{p.update}' (inverse, pinv, dls, transpose)")
@@ -219,12 +250,13 @@ class CompiledAlg1Stepper(CompiledStepper):
             raise InvalidInputError(
                 f"update 'inverse' needs a square Jacobian; task {self.model.task_dim} × "
                 f"actuators {self._m}: use 'pinv' or 'dls'")
-        return self._propose(p, x, dt)
 
-    def commit(self, qa: FloatArray) -> None:
-        qa = _f64(qa)
-        if self._commit(qa) == steps.OK:
-            self._statics_qu = self._state[self._qu]
+    def _accept(self, new: FloatArray, status: int, qa: FloatArray) -> None:
+        """The Newton re-solve's state, or on :data:`~poise.kernels.steps.FALLBACK` the full
+        statics solver's from the last converged q̄u (as the reference)."""
+        if status == steps.OK:
+            self._state = new
+            self._statics_qu = new[self._qu]
             return
         self.fallbacks += 1
         self._solve(qa, self._statics_qu)
@@ -235,23 +267,11 @@ class CompiledAlg2Stepper(CompiledStepper):
 
     name = "alg2"
 
-    def propose(self, p: StepParams, x: FloatArray | None, dt: float) -> FloatArray:
-        return self._propose(p, x, dt)
-
-    def commit(self, qa: FloatArray) -> None:
-        self._commit(_f64(qa))
-
 
 class CompiledPlainStepper(CompiledStepper):
     """Classic DLS CLIK (:class:`poise.controller.stepper.PlainStepper`), compiled."""
 
     name = "plain"
-
-    def propose(self, p: StepParams, x: FloatArray | None, dt: float) -> FloatArray:
-        return self._propose(p, x, dt)
-
-    def commit(self, qa: FloatArray) -> None:
-        self._commit(_f64(qa))
 
 
 COMPILED_STEPPERS: dict[str, type[CompiledStepper]] = {

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from poise.kernels import blocks, guard, held_solve, steps
+from poise.kernels.cycle import cycle
 from poise.kernels.packed import PackedModel
 
 
@@ -81,6 +82,15 @@ def warm_up(packed: PackedModel, *, dynamics: bool = True, solvers: bool = True
                 False, *limits[1:], 1e-3)
     guard.finite_prefix(state, 1)
     times["guard"] = time.perf_counter() - t0
+    layout = blocks.Layout(n, m, k).slices()
+    for name, code in steps.ALGORITHM_CODES.items():  # as CompiledStepper.cycle calls it
+        t0 = time.perf_counter()
+        for fb in (True, False):
+            cycle(args, code, state, q, fb, layout["x"].start, layout["x"].stop,
+                  layout["qa"].start, x, steps.UPDATE_CODES["dls"], 1.0, 1.0, 1.0, 1e-2, 1e-3,
+                  0.05, qa_min, qa_max, np.zeros(0), True, False,
+                  np.ascontiguousarray(C[:m]), *limits, 1e-8, 4)
+        times[f"cycle {name}"] = time.perf_counter() - t0
     if solvers:
         warm_up_solvers(packed, run)
     if dynamics:
