@@ -226,3 +226,34 @@ def test_host_pacing_runs_on_its_own_clock_and_reaches_target(sim_device):
         cycles = samples[-1].seq - samples[0].seq
         assert cycles / span < 210, cycles / span  # never faster than its clock
         assert ctl.summary()["pacing"] == "host"
+
+
+def test_skipped_frames_count_only_while_the_controller_runs(sim_device):
+    """Missed and coalesced frames are counted for the cycles the statistics cover (running,
+    like ``cycles`` and the percentiles), not while the loop only watches the sensors: the
+    loop thread kept from the GIL for 0.3 s (frames pile up) while ready leaves the counters
+    at 0; the same while running is counted."""
+    dev = sim_device("double_pendulum", rate=200)
+    ctl = controller(dev.path, "double_pendulum", loop__rate=200)
+
+    def stall() -> None:  # this thread holds the GIL in 50 ms turns: the loop skips frames
+        old = sys.getswitchinterval()
+        sys.setswitchinterval(0.05)
+        try:
+            end = time.perf_counter() + 0.3
+            while time.perf_counter() < end:
+                pass
+        finally:
+            sys.setswitchinterval(old)
+
+    try:
+        assert ctl.connect().accepted
+        stall()
+        t = ctl.timing()
+        assert t["missed"] == 0 and t["coalesced"] == 0 and t["cycles"] == 0, t
+        assert ctl.start().accepted and ctl.state == State.RUNNING
+        stall()
+        t = ctl.timing()
+        assert t["cycles"] > 0 and t["missed"] + t["coalesced"] > 0, t
+    finally:
+        ctl.close()

@@ -16,7 +16,8 @@ Quantities, all in microseconds:
 * ``compute``: from the start of the cycle to the setpoint written;
 * ``latency``: from the arrival of the sensor frame used to the setpoint written.
 
-Counters: ``cycles``; ``missed`` (device pacing: frames that arrived while the loop was still
+Counters, like the percentiles, cover the cycles that run the controller (state
+``running``): ``cycles``; ``missed`` (device pacing: frames that arrived while the loop was still
 busy with an earlier cycle and were skipped because a newer one was waiting — the host was too
 slow; host pacing: deadlines slept through); ``coalesced`` (device pacing: frames that arrived
 while the loop was idle but were superseded by a newer frame before it woke — the device sent
