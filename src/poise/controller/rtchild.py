@@ -283,17 +283,14 @@ def child_main(config: Config, ring_name: str, down: connection.Connection,
             from poise.controller.params import check_configured_gains
 
             check_configured_gains(config, ctl.model, origins=gain_origins)
-    except (ConfigError, ValueError) as exc:  # a gain or target the parent reports as such
-        ctl.close()
-        ring.close()
-        with contextlib.suppress(OSError, ValueError):
-            up.send(("fatal", "ConfigError", str(exc)))
-        return
     except Exception as exc:
+        # a gain or target (ValueError too) is the parent's ConfigError, like a bad file
+        kind = "ConfigError" if isinstance(exc, ConfigError | ValueError) else \
+            type(exc).__name__
         ctl.close()
         ring.close()
         with contextlib.suppress(OSError, ValueError):
-            up.send(("fatal", type(exc).__name__, str(exc)))
+            up.send(("fatal", kind, str(exc)))
         return
     child = _Child(ctl, ring, down, estop, up, threading.Event())
     try:
