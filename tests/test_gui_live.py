@@ -130,6 +130,12 @@ def dashboard(qtbot, broker):
         window.close()
 
 
+#: How long a state the dashboard follows may take to show [ms]: generous for a busy machine
+#: (a clean-clone run failed in the robot-following test with 10 s waits; its report was
+#: lost to a crash in the next test, so the cause is not known for certain).
+WAIT_MS = 30_000
+
+
 def samples(window: DashboardWindow) -> int:
     return len(window.buffer) if window.buffer is not None else 0
 
@@ -259,23 +265,23 @@ def test_without_robot_the_dashboard_follows_live_robots_never_stale_ones(qtbot,
         window = dashboard(None)
         combo = window.controls.robots
         qtbot.waitUntil(lambda: combo.findData(offline) >= 0 and combo.findData(lost) >= 0,
-                        timeout=10_000)
+                        timeout=WAIT_MS)
         assert window.link.robot is None and window.arm.model is None  # listed, not followed
 
         first = robots()
         retained.forget(first.robot)
         qtbot.waitUntil(lambda: window.link.robot == first.robot and samples(window) > 0,
-                        timeout=10_000)
+                        timeout=WAIT_MS)
         assert "running" in window.controls.state_label.text()
 
         # the followed robot goes (its last will: lost); with no live robot it stays on screen
         first.stop(clear_retained=False)
-        qtbot.waitUntil(lambda: window.robot_states.get(first.robot) == "lost", timeout=10_000)
+        qtbot.waitUntil(lambda: window.robot_states.get(first.robot) == "lost", timeout=WAIT_MS)
         assert window.link.robot == first.robot
         # ... until a live robot appears
         second = robots("tendon_3link")
         qtbot.waitUntil(lambda: window.link.robot == second.robot and samples(window) > 0
-                        and window.buffer.layout.n == 3, timeout=10_000)
+                        and window.buffer.layout.n == 3, timeout=WAIT_MS)
 
         # the operator's choice wins: no more switching by itself, even to an offline robot
         combo.setCurrentIndex(combo.findData(offline))
@@ -283,9 +289,9 @@ def test_without_robot_the_dashboard_follows_live_robots_never_stale_ones(qtbot,
         assert window.link.robot == offline and not window.auto_select
         third = robots()
         qtbot.waitUntil(lambda: window.robot_states.get(third.robot) == "running",
-                        timeout=10_000)
+                        timeout=WAIT_MS)
         assert window.link.robot == offline
-        qtbot.waitUntil(lambda: window.arm.model is not None, timeout=10_000)  # its retained model
+        qtbot.waitUntil(lambda: window.arm.model is not None, timeout=WAIT_MS)  # its retained model
     finally:
         retained.clear()
 
