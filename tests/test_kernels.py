@@ -534,7 +534,7 @@ def test_one_call_cycle_equals_the_four_kernel_calls(name, algorithm):
         move = four.qa + 0.01 if cycle % 7 == 3 else None
         windup = fb and move is None
         x_meas, x_used, status = one.cycle(p, q, fb, move, windup, saturated, arrays, 1e-3)
-        want_x = four.fk(q)
+        want_x = steps.fk(packed.args, q)
         want_used = want_x if fb else four.x_bar
         proposed = four.propose(p, want_x if fb else None, 1e-3)
         qa_safe, want_status = guard_kernel(four, proposed, move, q, windup, saturated, arrays,

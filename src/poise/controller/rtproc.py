@@ -406,10 +406,6 @@ class RealtimeController(SubscriberHub):
             return
         self._closed = True
         self.dispatcher.close()
-        if not self._hello.is_set() and self._proc.is_alive():
-            self._proc.kill()  # a failed start-up: before its hello it has no device
-            self._proc.join(5)
-            self._dead = self._dead or "closed during start-up"
         if not self._dead:
             with contextlib.suppress(RealtimeError):
                 self._final = self._call("close", timeout=timeout)

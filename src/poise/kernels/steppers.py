@@ -113,10 +113,6 @@ class CompiledStepper:
     def _check(self, p: StepParams, update: int) -> None:
         """Refuse parameters the algorithm cannot step with (before any kernel runs)."""
 
-    def fk(self, q: FloatArray) -> FloatArray:
-        """``h(q)`` (k,) of the measured ``q`` (the model's ``fk``, compiled)."""
-        return steps.fk(self._args, _f64(q))
-
     def cycle(self, p: StepParams, q: FloatArray, fb: bool, move_qa: FloatArray | None,
               windup: bool, saturated: bool, arrays: tuple[FloatArray, ...], dt: float
               ) -> tuple[FloatArray, FloatArray, int]:
