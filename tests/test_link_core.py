@@ -341,3 +341,40 @@ def test_setpoint_round_trip_is_timed_per_echoed_sequence_number():
     assert rtt["count"] == 3
     assert rtt["p50"] == pytest.approx(250_000, abs=1)
     assert rtt["max"] == pytest.approx(250_000, abs=1)
+
+
+# -------------------------------------------------------------------- the fast receive path
+
+
+def test_frames_read_one_at_a_time_or_many_at_once_give_the_same_samples_and_statistics():
+    """A read of one whole sensor frame takes the fast path (``MessageDecoder.sensors``),
+    several in one read the general one: the samples, the sequence checks (a gap, a
+    duplicate), the setpoint echoes and every counter come out the same."""
+    seqs = [0, 1, 2, 5, 6, 6, 7]  # a gap of two, a duplicate
+    frames = [m.encode(m.Sensors(1 << 3, 40 + i, 40 + i, (0.1 * i, -0.2), (0.3 * i,),
+                                 (1.5,)), seq, 1000 * i) for i, seq in enumerate(seqs)]
+    frames.insert(3, m.encode(m.Ack(1, 0, 2, 0), 3))  # another type in between
+    got: dict[str, list] = {"one": [], "many": []}
+    clock = Clock()
+    one = LinkCore(PORT, clock=clock, on_sensors=got["one"].append)
+    many = LinkCore(PORT, clock=clock, on_sensors=got["many"].append)
+    fast: dict[str, int] = {"one": 0, "many": 0}
+    for name, core in (("one", one), ("many", many)):
+        decode = core.decoder.sensors
+
+        def counted(data: bytes, name: str = name, decode=decode):
+            out = decode(data)
+            fast[name] += out is not None
+            return out
+        core.decoder.sensors = counted  # type: ignore[method-assign]
+    for frame in frames:
+        one.feed(frame, clock.t)
+    many.feed(b"".join(frames), clock.t)
+    assert fast == {"one": len(seqs), "many": 0}  # each path was taken where it should be
+    assert got["one"] == got["many"] and len(got["one"]) == len(seqs)
+    assert [s.seq for s in got["one"]] == seqs
+    assert repr(one.stats.as_dict()) == repr(many.stats.as_dict())  # NaN where no round trip
+    assert (one.stats.seq_gaps, one.stats.lost_frames, one.stats.duplicates) == (1, 1, 1)
+    assert one.last_sensors == many.last_sensors == got["one"][-1]
+    assert (one.rx_bytes, one.rx_valid) == (many.rx_bytes, many.rx_valid) == \
+        (sum(map(len, frames)), len(frames))

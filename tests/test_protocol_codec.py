@@ -5,6 +5,8 @@ from __future__ import annotations
 import binascii
 import random
 
+import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -241,3 +243,60 @@ def test_each_error_kind_is_counted_separately():
     c = dec.counters
     assert (c.crc, c.cobs, c.length, c.unknown_type, c.frames) == (1, 1, 1, 1, 1)
     assert len(frames) == 1
+
+
+# ---------------------------------------------------------------- the control loop's fast paths
+
+
+@settings(max_examples=300)
+@given(sensors(), u16, st.integers(0, 0xFFFFFFFF))
+def test_the_fast_sensor_path_decodes_and_counts_exactly_what_feed_does(msg, seq, ts):
+    wire = m.encode(msg, seq, ts)
+    fast, slow = m.MessageDecoder(), m.MessageDecoder()
+    assert fast.sensors(wire) == (seq, ts, msg)
+    (frame,) = slow.feed(wire)
+    assert (frame.header.seq, frame.header.timestamp_us, frame.message) == (seq, ts, msg)
+    assert fast.counters.as_dict() == slow.counters.as_dict()
+
+
+def test_the_fast_sensor_path_declines_all_else_counts_nothing_and_feed_still_decodes_it():
+    """Anything but one whole, valid Sensors frame of this version with nothing pending goes
+    back to ``feed`` (None, nothing counted), which decodes or counts it as always."""
+    s = m.Sensors(3, 1, 2, (0.5, -1.0), (0.25,), (2.0,))
+    one = m.encode(s, 7, 99)
+    bad_crc = bytearray(cobs_decode(one[:-1]))
+    bad_crc[-3] ^= 0x10
+    other_version = m.encode(s, 7, 99, version=m.PROTOCOL_VERSION + 1)
+    cases = {"two frames in one read": (one + one, 2, 0),
+             "half a frame": (one[:5], 0, 0),
+             "a setpoint": (m.encode(m.Setpoint((0.1,), None), 8), 1, 0),
+             "a bad CRC": (cobs_encode(bytes(bad_crc)) + b"\x00", 0, 1),
+             "another protocol version": (other_version, 0, 0),
+             "no delimiter": (one[:-1], 0, 0)}
+    for what, (data, frames, crc_errors) in cases.items():
+        dec = m.MessageDecoder()
+        before = dec.counters.as_dict()
+        assert dec.sensors(data) is None, what
+        assert dec.counters.as_dict() == before, what
+        assert len(dec.feed(data)) == frames, what
+        assert dec.counters.crc == crc_errors, what
+    dec = m.MessageDecoder()
+    dec.feed(one[:5])  # a partial frame pending: the next read completes it, not the fast path
+    assert dec.sensors(one[5:]) is None
+    assert [f.message for f in dec.feed(one[5:])] == [s]
+
+
+@settings(max_examples=300)
+@given(setpoints(), u16, st.integers(0, 0xFFFFFFFF))
+def test_encode_setpoint_is_encode_of_a_setpoint_byte_for_byte(sp, seq, ts):
+    want = m.encode(sp, seq, ts)
+    ff = None if sp.tau_ff is None else list(sp.tau_ff)
+    assert m.encode_setpoint(sp.qa_ref, sp.tau_ff, seq, ts) == want
+    assert m.encode_setpoint(np.array(sp.qa_ref, dtype=float), ff, seq, ts) == want
+
+
+def test_encode_setpoint_refuses_what_setpoint_refuses():
+    with pytest.raises(ValueError, match="tau_ff has 1 values, qa_ref 2"):
+        m.encode_setpoint((0.1, 0.2), (0.0,), 1)
+    with pytest.raises(ValueError, match="exceeds"):
+        m.encode_setpoint([0.0] * 40, [0.0] * 40, 1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
+import queue
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -14,6 +15,7 @@ from tests.test_protocol_device import LagPlant
 
 from poise.firmware_bridge import messages as m
 from poise.firmware_bridge.device import DeviceEndpoint, FaultInjection, PtyDevice
+from poise.firmware_bridge.samplequeue import SampleQueue
 from poise.firmware_bridge.transport import (
     AsyncLink,
     DeviceTimeoutError,
@@ -356,3 +358,36 @@ def test_busy_polling_reads_every_frame_without_sleeping(device):
             steps = [(b - a) & 0xFFFF for a, b in itertools.pairwise(seqs)]
             assert all(s >= 1 for s in steps) and sum(steps) <= 2 * len(steps), steps
         assert busy_share[True] > max(0.2, 3 * busy_share[False]), busy_share
+
+
+# ------------------------------------------------------------------ the sample queue
+
+
+def test_sample_queue_is_a_bounded_fifo_with_queue_semantics():
+    q: SampleQueue[int] = SampleQueue(3)
+    for i in range(3):
+        q.put_nowait(i)
+    assert q.full() and q.qsize() == 3
+    with pytest.raises(queue.Full):
+        q.put_nowait(3)
+    assert [q.get_nowait() for _ in range(3)] == [0, 1, 2]
+    with pytest.raises(queue.Empty):
+        q.get_nowait()
+    with pytest.raises(queue.Empty):
+        q.get(timeout=0.01)
+    with pytest.raises(ValueError, match="capacity"):
+        SampleQueue(0)
+
+
+def test_sample_queue_wakes_a_blocked_reader_with_the_item_put_from_another_thread():
+    q: SampleQueue[str] = SampleQueue(4)
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(q.get(timeout=30)))
+    reader.start()
+    deadline = time.monotonic() + 30
+    while not q._waiting and time.monotonic() < deadline:  # the reader waits on the condition
+        time.sleep(0.001)
+    assert q._waiting == 1
+    q.put_nowait("frame")
+    reader.join(30)
+    assert got == ["frame"] and q.qsize() == 0 and q._waiting == 0

@@ -19,8 +19,7 @@ the device and writes what it returns; tests feed it an in-process plant in simu
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -72,9 +71,8 @@ class StepFault(RuntimeError):
     (the service holds the last setpoint and latches a fault)."""
 
 
-@dataclass(frozen=True, slots=True)
-class StepOutput:
-    """What one cycle decided.
+class StepOutput(NamedTuple):
+    """What one cycle decided (immutable; a NamedTuple: made every cycle).
 
     Attributes:
         qa: actuator setpoint q̄a (m,) [actuator units], after the safety layer.
@@ -260,16 +258,17 @@ class ControlStep:
         fb = p.mode == "fb"
         if hasattr(stepper, "cycle"):  # compiled: the whole chain below in one kernel call
             x_meas, x_used = self._compiled_cycle(stepper, q, p, fb, saturated)
+            finite = stepper.cycle_finite  # checked in the same call
+            tau = stepper.tau if self.effort_feedforward else None
         else:
             x_meas = model.fk(q)
             x_used = x_meas if fb else stepper.x_bar
             proposed = stepper.propose(p, x_meas if fb else None, period)
             stepper.commit(self._safe_setpoint(stepper, proposed, q, fb, saturated,
                                                p.algorithm))
-        tau = stepper.tau if self.effort_feedforward else None
-        finite = getattr(stepper, "finite", None)
-        if not (finite() if finite is not None else all_finite(stepper.qa, tau,
-                                                                 stepper.q_bar)):
+            tau = stepper.tau if self.effort_feedforward else None
+            finite = all_finite(stepper.qa, tau, stepper.q_bar)
+        if not finite:
             raise StepFault(f"non-finite setpoint ({p.algorithm})")
         return StepOutput(stepper.qa, tau, x_used, x_meas, stepper.q_bar, stepper.residual,
                           switched)

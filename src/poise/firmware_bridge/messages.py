@@ -34,6 +34,7 @@ type   message             dir    payload
 from __future__ import annotations
 
 import enum
+import functools
 import math
 import struct
 import zlib
@@ -42,11 +43,15 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from poise.firmware_bridge.codec import (
+    CRC_SIZE,
+    HEADER,
+    HEADER_SIZE,
     MAX_PAYLOAD,
     DecodeCounters,
     Header,
     StreamDecoder,
     encode_frame,
+    seal,
 )
 
 #: The protocol version this code speaks (header byte 0 and ``Hello.protocol_version``).
@@ -264,6 +269,12 @@ def schema_checksum(channels: Sequence[Channel]) -> int:
 _SENSORS = struct.Struct("<IHHBB")
 
 
+@functools.lru_cache(maxsize=64)
+def _floats(n: int) -> struct.Struct:
+    """The layout of ``n`` little-endian float32 values (made once per count)."""
+    return struct.Struct(f"<{n}f")
+
+
 @dataclass(frozen=True, slots=True)
 class Sensors(Message):
     """D→H, at ``rate_hz``: the measured state.
@@ -290,18 +301,24 @@ class Sensors(Message):
         if len(self.tau) != na:
             raise ValueError(f"tau has {len(self.tau)} values, qa {na}")
         return (_SENSORS.pack(self.status, self.last_setpoint_seq, self.last_rx_seq, nq, na)
-                + struct.pack(f"<{nq + 2 * na}f", *self.q, *self.qa, *self.tau))
+                + _floats(nq + 2 * na).pack(*self.q, *self.qa, *self.tau))
 
     @classmethod
     def unpack(cls, payload: bytes) -> Sensors:
-        if len(payload) < _SENSORS.size:
-            raise MalformedPayload(f"Sensors payload of {len(payload)} bytes is too short")
-        status, sp, rx, nq, na = _SENSORS.unpack_from(payload)
+        return cls.unpack_from(payload, 0, len(payload))
+
+    @classmethod
+    def unpack_from(cls, buf: bytes, start: int, end: int) -> Sensors:
+        """The Sensors whose payload is ``buf[start:end]`` (without copying it out)."""
+        size = end - start
+        if size < _SENSORS.size:
+            raise MalformedPayload(f"Sensors payload of {size} bytes is too short")
+        status, sp, rx, nq, na = _SENSORS.unpack_from(buf, start)
         n = nq + 2 * na
-        if len(payload) != _SENSORS.size + 4 * n:
+        if size != _SENSORS.size + 4 * n:
             raise MalformedPayload(f"Sensors with n_q={nq}, n_a={na} is "
-                                   f"{_SENSORS.size + 4 * n} bytes, got {len(payload)}")
-        v = struct.unpack_from(f"<{n}f", payload, _SENSORS.size)
+                                   f"{_SENSORS.size + 4 * n} bytes, got {size}")
+        v = _floats(n).unpack_from(buf, start + _SENSORS.size)
         return cls(status, sp, rx, v[:nq], v[nq:nq + na], v[nq + na:])
 
 
@@ -323,13 +340,7 @@ class Setpoint(Message):
     tau_ff: tuple[float, ...] | None = None
 
     def pack(self) -> bytes:
-        na = len(self.qa_ref)
-        if self.tau_ff is None:
-            return _SETPOINT.pack(0, na) + struct.pack(f"<{na}f", *self.qa_ref)
-        if len(self.tau_ff) != na:
-            raise ValueError(f"tau_ff has {len(self.tau_ff)} values, qa_ref {na}")
-        return (_SETPOINT.pack(SETPOINT_HAS_FF, na)
-                + struct.pack(f"<{2 * na}f", *self.qa_ref, *self.tau_ff))
+        return _setpoint_payload(self.qa_ref, self.tau_ff)
 
     @classmethod
     def unpack(cls, payload: bytes) -> Setpoint:
@@ -342,8 +353,33 @@ class Setpoint(Message):
         if len(payload) != _SETPOINT.size + 4 * n:
             raise MalformedPayload(f"Setpoint with n_a={na}, flags={flags} is "
                                    f"{_SETPOINT.size + 4 * n} bytes, got {len(payload)}")
-        v = struct.unpack_from(f"<{n}f", payload, _SETPOINT.size)
+        v = _floats(n).unpack_from(payload, _SETPOINT.size)
         return cls(v[:na], v[na:] if flags & SETPOINT_HAS_FF else None)
+
+
+def _setpoint_payload(qa_ref: Sequence[float], tau_ff: Sequence[float] | None) -> bytes:
+    """The payload of ``Setpoint(qa_ref, tau_ff)``: flags, n_a, q̄a, then τ_ff if given."""
+    na = len(qa_ref)
+    if tau_ff is None:
+        return _SETPOINT.pack(0, na) + _floats(na).pack(*qa_ref)
+    if len(tau_ff) != na:
+        raise ValueError(f"tau_ff has {len(tau_ff)} values, qa_ref {na}")
+    return _SETPOINT.pack(SETPOINT_HAS_FF, na) + _floats(2 * na).pack(*qa_ref, *tau_ff)
+
+
+def encode_setpoint(qa_ref: Sequence[float], tau_ff: Sequence[float] | None, seq: int,
+                    timestamp_us: int = 0, version: int = PROTOCOL_VERSION) -> bytes:
+    """``encode(Setpoint(qa_ref, tau_ff), seq, timestamp_us)`` without the message object:
+    the control loop's write every cycle (any sequences of numbers: tuples, lists, arrays).
+
+    Raises:
+        ValueError: τ_ff's length differs from q̄a's, or the payload is too long.
+    """
+    payload = _setpoint_payload(qa_ref, tau_ff)
+    if len(payload) > MAX_PAYLOAD:
+        raise ValueError(f"Setpoint payload of {len(payload)} bytes exceeds {MAX_PAYLOAD}")
+    return seal(HEADER.pack(version, MsgType.SETPOINT, seq & 0xFFFF, timestamp_us & 0xFFFFFFFF)
+                + payload)
 
 
 @dataclass(frozen=True, slots=True)
@@ -516,6 +552,25 @@ class MessageDecoder:
 
     def reset(self) -> None:
         self._stream.reset()
+
+    def sensors(self, data: bytes) -> tuple[int, int, Sensors] | None:
+        """The fast path of a control loop's read: when ``data`` is exactly one whole, valid
+        Sensors frame of this version (and nothing is pending), ``(seq, timestamp_us,
+        Sensors)`` without the intermediate :class:`Frame` and :class:`Header`, counted as
+        :meth:`feed` counts it; else None, and nothing counted (:meth:`feed` it then)."""
+        stream = self._stream
+        raw = stream.whole(data)
+        if raw is None:
+            return None
+        version, msg_type, seq, timestamp = HEADER.unpack_from(raw)
+        if msg_type != MsgType.SENSORS or version != self.version:
+            return None
+        try:
+            msg = Sensors.unpack_from(raw, HEADER_SIZE, len(raw) - CRC_SIZE)
+        except MalformedPayload:
+            return None
+        stream.count_whole(data)
+        return seq, timestamp, msg
 
     def feed(self, data: bytes) -> list[Frame]:
         out: list[Frame] = []

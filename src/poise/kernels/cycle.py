@@ -17,52 +17,76 @@ from __future__ import annotations
 from numba import njit
 
 from poise.kernels import family
-from poise.kernels.guard import NONFINITE, guard
+from poise.kernels.guard import NONFINITE, finite_prefix, guard
 from poise.kernels.steps import OK, commit, propose
+
+#: Where each number sits in the ``knobs`` vector (float64) :func:`cycle` takes: the
+#: algorithm code, feedback mode, where x̄ and q̄a lie in the state, the update law, Γ, ΓZ, ΓE
+#: [1/s], λ, Δt [s], the largest joint step [rad], anti-windup on, effort saturation, the
+#: statics tolerance [N·m], Newton steps, and how much of the new state must be finite (its
+#: q̄, q̄a, q̄u, x̄, τ_ff and G_u: :func:`~poise.kernels.guard.finite_prefix`). One array
+#: rather than seventeen arguments: each argument a compiled call converts costs ~0.1 µs,
+#: each array it returns ~0.5 µs.
+(K_ALGORITHM, K_FB, K_X_LO, K_X_HI, K_QA_LO, K_UPDATE, K_GAMMA, K_GAMMA_Z, K_GAMMA_E, K_DAMPING,
+ K_DT, K_MAX_STEP, K_WINDUP, K_SATURATED, K_TOL, K_NEWTON, K_FINITE_END) = range(17)
+KNOBS = 17
+#: The rows of the ``limits`` matrix (6, m): Algorithm 2's actuator limits (the model's),
+#: then the guard's anti-windup band, position limits and rate limits.
+L_ALG_MIN, L_ALG_MAX, L_BAND, L_MIN, L_MAX, L_RATE = range(6)
+LIMIT_ROWS = 6
 
 
 @njit(cache=True)
-def cycle(args, algorithm, state, q, fb, x_lo, x_hi, qa_lo, target, update, gamma, gamma_z,
-          gamma_e, damping, dt, max_step, alg_qa_min, alg_qa_max, move_qa, windup, saturated,
-          A, band, qa_min, qa_max, rate, tol, newton_iter):  # type: ignore[no-untyped-def]
+def cycle(args, state, q, target, move_qa, A, limits, knobs, scratch):  # type: ignore[no-untyped-def]
     """One cycle from the measured configuration ``q`` (n,) [rad, m].
 
     Args:
-        args: the packed model's arguments; algorithm: a value of
-            :data:`~poise.kernels.steps.ALGORITHM_CODES`; state: the stepper's state vector.
-        fb: feedback mode: the IK's error uses the measured ``h(q)``, else the predicted x̄
-            (``state[x_lo:x_hi]``); qa_lo: where q̄a starts in the state.
-        target … alg_qa_max: :func:`~poise.kernels.steps.propose`'s parameters (x̄ target,
-            update law, Γ, ΓZ, ΓE [1/s], λ, Δt [s], largest joint step [rad], Algorithm 2's
-            actuator limits).
-        move_qa … rate: :func:`~poise.kernels.guard.guard`'s (the approach move or an empty
-            array, anti-windup on, effort saturation, ``A`` (m, n), the anti-windup band,
-            position and rate limits).
-        tol, newton_iter: :func:`~poise.kernels.steps.commit`'s statics tolerance [N·m] and
-            Newton steps.
+        args: the packed model's arguments; state: the stepper's state vector.
+        target: the task target x̄.
+        move_qa: the approach move's q̄a this cycle, or an empty array.
+        A: ``qa = A q`` (m, n), for the anti-windup's lag.
+        limits: (6, m), rows :data:`L_ALG_MIN` … :data:`L_RATE`.
+        knobs: the scalars, at :data:`K_ALGORITHM` … :data:`K_FINITE_END` (see there). In
+            feedback mode the IK's error uses the measured ``h(q)``, else the predicted x̄.
+        scratch: (n + m,): receives the proposal ``[qa; qu]`` (n) and the q̄a sent (m)
+            (untouched when the update failed).
+
+    Calls :func:`~poise.kernels.steps.propose`, :func:`~poise.kernels.guard.guard` and
+    :func:`~poise.kernels.steps.commit` with these (their docstrings give the units).
 
     Returns:
-        ``(new state, h(q), proposal [qa; qu] (n,), q̄a sent (m,), propose status, guard
-        status, commit status)``. A propose status other than
-        :data:`~poise.kernels.steps.OK`, or the guard's
-        :data:`~poise.kernels.guard.NONFINITE`, stops the cycle there: the state returned
-        is the old one and nothing is to be sent.
+        ``(new state, h(q), propose status, guard status, commit status, whether the new
+        state's prefix is finite)``. A propose status other than
+        :data:`~poise.kernels.steps.OK`, or the guard's :data:`NONFINITE`, stops the cycle
+        there: the state returned is the old one and nothing is to be sent.
     """
     P = family.as_arrays(args)
-    m = qa_min.size
+    m = A.shape[0]
+    n = q.size
+    algorithm = int(knobs[K_ALGORITHM])
+    fb = knobs[K_FB] != 0.0
+    x_lo, qa_lo = int(knobs[K_X_LO]), int(knobs[K_QA_LO])
+    dt = knobs[K_DT]
     x_meas = family.fk(P, q)
-    x = x_meas if fb else state[x_lo:x_hi]
+    x = x_meas if fb else state[x_lo:int(knobs[K_X_HI])]
     proposed, p_status = propose(P.C, P.C_inv, m, P.task_dim, algorithm, state, x, target,
-                                 update, gamma, gamma_z, gamma_e, damping, dt, max_step,
-                                 alg_qa_min, alg_qa_max)
-    if p_status != OK:
-        return state, x_meas, proposed, state[qa_lo:qa_lo + m].copy(), p_status, 0, OK
-    qa_safe, g_status = guard(state[qa_lo:qa_lo + m], proposed[:m], move_qa, A, q, band,
-                              windup, saturated, qa_min, qa_max, rate, dt)
+                                 int(knobs[K_UPDATE]), knobs[K_GAMMA], knobs[K_GAMMA_Z],
+                                 knobs[K_GAMMA_E], knobs[K_DAMPING], dt, knobs[K_MAX_STEP],
+                                 limits[L_ALG_MIN], limits[L_ALG_MAX])
+    if p_status != OK:  # nothing proposed
+        return state, x_meas, p_status, 0, OK, False
+    scratch[:n] = proposed
+    qa_safe, g_status = guard(state[qa_lo:qa_lo + m], proposed[:m], move_qa, A, q,
+                              limits[L_BAND], knobs[K_WINDUP] != 0.0,
+                              knobs[K_SATURATED] != 0.0, limits[L_MIN], limits[L_MAX],
+                              limits[L_RATE], dt)
+    scratch[n:] = qa_safe
     if g_status & NONFINITE:
-        return state, x_meas, proposed, qa_safe, OK, g_status, OK
-    new, c_status = commit(args, algorithm, state, qa_safe, proposed, tol, newton_iter)
-    return new, x_meas, proposed, qa_safe, OK, g_status, c_status
+        return state, x_meas, OK, g_status, OK, False
+    new, c_status = commit(args, algorithm, state, qa_safe, proposed, knobs[K_TOL],
+                           int(knobs[K_NEWTON]))
+    return (new, x_meas, OK, g_status, c_status,
+            finite_prefix(new, int(knobs[K_FINITE_END])))
 
 
-__all__ = ["cycle"]
+__all__ = ["KNOBS", "LIMIT_ROWS", "cycle"]

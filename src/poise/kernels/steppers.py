@@ -25,9 +25,9 @@ import numpy as np
 
 from poise.ik.result import InvalidInputError
 from poise.ik.statics import solve_statics
+from poise.kernels import cycle as one_call
 from poise.kernels import guard, steps
 from poise.kernels.blocks import Layout
-from poise.kernels.cycle import cycle as _cycle
 from poise.kernels.packed import PackedModel, has_kernels, pack
 from poise.models.actuation import join, split
 from poise.models.base import FloatArray, MechanicalModel
@@ -44,6 +44,11 @@ class StepParams(Protocol):
     gamma_e: float
     damping: float
     target: FloatArray
+
+
+#: The knobs of the live parameters, in the order of ``_values()[1:]``.
+_PARAM_KNOBS = (one_call.K_UPDATE, one_call.K_GAMMA, one_call.K_GAMMA_Z, one_call.K_GAMMA_E,
+                one_call.K_DAMPING)
 
 
 def _f64(a: Any) -> FloatArray:
@@ -87,6 +92,17 @@ class CompiledStepper:
         self._qa_max = _f64(model.qa_max)
         #: ``[qa; qu]`` last proposed (the state's own until the first ``propose``)
         self._proposed = np.concatenate([self._state[self._qa], self._state[self._qu]])
+        self._knobs = np.zeros(one_call.KNOBS)  # what cycle() passes the kernel
+        for at, value in ((one_call.K_ALGORITHM, self._code), (one_call.K_X_LO, self._x.start),
+                          (one_call.K_X_HI, self._x.stop), (one_call.K_QA_LO, self._qa.start),
+                          (one_call.K_FINITE_END, self._finite_end)):
+            self._knobs[at] = value
+        #: The LiveParams the knobs hold (with the per-cycle constants read when it changes).
+        self._knobs_of: object = None
+        self._limit_rows = np.zeros((one_call.LIMIT_ROWS, self._m))
+        self._limit_rows_of: tuple[Any, ...] = (None, None, None)  # the arrays they hold
+        self._scratch = np.zeros(model.n + self._m)  # the kernel's proposal and q̄a sent
+        self.cycle_finite = True
 
     def _propose(self, p: StepParams, x: FloatArray | None, dt: float) -> FloatArray:
         target, update, gamma, gamma_z, gamma_e, damping = (
@@ -124,28 +140,50 @@ class CompiledStepper:
 
         Returns:
             ``(h(q), x used by the IK, guard status)``. With the status bit
-            :data:`NONFINITE` nothing is committed (the caller faults).
+            :data:`NONFINITE` nothing is committed (the caller faults); else
+            :attr:`cycle_finite` tells whether the new state is finite.
 
         Raises:
             numpy.linalg.LinAlgError: a singular matrix in the update (as :meth:`propose`).
             InvalidInputError: parameters the algorithm refuses (as :meth:`propose`).
         """
-        target, update, gamma, gamma_z, gamma_e, damping = (
-            self._pv if p is self._p else self._values(p))
-        self._check(p, update)
-        band, qa_min, qa_max, rate = arrays
+        knobs = self._knobs
+        if p is not self._knobs_of or p is not self._p:  # new parameters: convert once
+            values = self._values(p)
+            self._check(p, values[1])
+            for at, value in zip(_PARAM_KNOBS, values[1:], strict=True):
+                knobs[at] = value
+            knobs[one_call.K_MAX_STEP] = self.max_step
+            knobs[one_call.K_TOL] = self.statics_tol
+            knobs[one_call.K_NEWTON] = self.newton_iter
+            self._knobs_of = p
+        knobs[one_call.K_FB] = fb
+        knobs[one_call.K_WINDUP] = windup
+        knobs[one_call.K_SATURATED] = saturated
+        knobs[one_call.K_DT] = dt
+        limits = self._limit_rows
+        held = self._limit_rows_of
+        if arrays is not held[0] or self._qa_min is not held[1] or self._qa_max is not held[2]:
+            band, qa_min, qa_max, rate = arrays
+            for row, values in ((one_call.L_ALG_MIN, self._qa_min),
+                                (one_call.L_ALG_MAX, self._qa_max), (one_call.L_BAND, band),
+                                (one_call.L_MIN, qa_min), (one_call.L_MAX, qa_max),
+                                (one_call.L_RATE, rate)):
+                limits[row] = values
+            self._limit_rows_of = (arrays, self._qa_min, self._qa_max)
         old = self._state
-        x_lo, x_hi, qa_lo = self._x.start, self._x.stop, self._qa.start
-        new, x_meas, proposed, qa_safe, p_status, g_status, c_status = _cycle(
-            self._args, self._code, old, _f64(q), fb, x_lo, x_hi, qa_lo, target, update,
-            gamma, gamma_z, gamma_e, damping, float(dt), self.max_step, self._qa_min,
-            self._qa_max, _NO_MOVE if move_qa is None else _f64(move_qa), windup, saturated,
-            self._A, band, qa_min, qa_max, rate, self.statics_tol, self.newton_iter)
+        scratch = self._scratch
+        new, x_meas, p_status, g_status, c_status, finite = one_call.cycle(
+            self._args, old, _f64(q), self._pv[0],
+            _NO_MOVE if move_qa is None else _f64(move_qa), self._A, limits, knobs, scratch)
         if p_status != steps.OK:
             raise np.linalg.LinAlgError(f"{self.name} step: singular matrix")
-        self._proposed = proposed
+        n = scratch.size - self._m
+        self._proposed = scratch[:n]
         if not g_status & self.NONFINITE:
-            self._accept(new, int(c_status), qa_safe)
+            self._accept(new, int(c_status), scratch[n:])
+            #: Whether the state after the last cycle is finite (:meth:`finite`).
+            self.cycle_finite = finite if self._state is new else self.finite()
         return x_meas, x_meas if fb else old[self._x], int(g_status)
 
     def finite(self) -> bool:

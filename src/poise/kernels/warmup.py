@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from poise.kernels import blocks, guard, held_solve, steps
-from poise.kernels.cycle import cycle
+from poise.kernels import cycle as one_call
 from poise.kernels.packed import PackedModel
 
 
@@ -83,13 +83,22 @@ def warm_up(packed: PackedModel, *, dynamics: bool = True, solvers: bool = True
     guard.finite_prefix(state, 1)
     times["guard"] = time.perf_counter() - t0
     layout = blocks.Layout(n, m, k).slices()
+    knobs = np.zeros(one_call.KNOBS)
+    for at, value in ((one_call.K_X_LO, layout["x"].start), (one_call.K_X_HI, layout["x"].stop),
+                      (one_call.K_QA_LO, layout["qa"].start), (one_call.K_DT, 1e-3),
+                      (one_call.K_UPDATE, steps.UPDATE_CODES["dls"]), (one_call.K_GAMMA, 1.0),
+                      (one_call.K_DAMPING, 1e-2), (one_call.K_MAX_STEP, 0.05),
+                      (one_call.K_TOL, 1e-8), (one_call.K_NEWTON, 4),
+                      (one_call.K_FINITE_END, 1)):
+        knobs[at] = value
+    limits = np.vstack([qa_min, qa_max, *limits])
     for name, code in steps.ALGORITHM_CODES.items():  # as CompiledStepper.cycle calls it
         t0 = time.perf_counter()
-        for fb in (True, False):
-            cycle(args, code, state, q, fb, layout["x"].start, layout["x"].stop,
-                  layout["qa"].start, x, steps.UPDATE_CODES["dls"], 1.0, 1.0, 1.0, 1e-2, 1e-3,
-                  0.05, qa_min, qa_max, np.zeros(0), True, False,
-                  np.ascontiguousarray(C[:m]), *limits, 1e-8, 4)
+        knobs[one_call.K_ALGORITHM] = code
+        for fb in (1.0, 0.0):
+            knobs[one_call.K_FB] = fb
+            one_call.cycle(args, state, q, x, np.zeros(0), np.ascontiguousarray(C[:m]), limits,
+                           knobs, np.zeros(n + m))
         times[f"cycle {name}"] = time.perf_counter() - t0
     if solvers:
         warm_up_solvers(packed, run)
