@@ -33,6 +33,9 @@ def register(commands, groups) -> None:
     p.add_argument("--busy-poll", nargs="+", choices=("off", "on"), default=["off"],
                    help="loop.busy_poll of each run: on, the loop thread polls the port "
                    "without sleeping (a whole core); several: one run each (default off)")
+    p.add_argument("--cpu", type=int, nargs="+", default=[None], metavar="N",
+                   help="loop.cpu of each run: the loop thread's CPU (-1: the last one, -2: "
+                   "not pinned; default: the configuration's, -1; several: one run each)")
     add_json_option(p)
     p.set_defaults(func=run)
 
@@ -48,5 +51,6 @@ def run(args: argparse.Namespace) -> int:
                                pacing=args.pacing, attach=attach, reference=args.reference,
                                processes=tuple(args.process),
                                priorities=tuple(args.priority),
-                               busy_polls=tuple(v == "on" for v in args.busy_poll))
+                               busy_polls=tuple(v == "on" for v in args.busy_poll),
+                               cpus=tuple(args.cpu))
     return emit(result, benchmark.table(result), args.json)

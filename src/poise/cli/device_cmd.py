@@ -57,6 +57,9 @@ def register(commands, groups) -> None:
                      "device has started (a controller that launches it early; refused: the "
                      "normal scheduler, said on stderr). Default: one below the inherited "
                      "real-time priority")
+    sim.add_argument("--cpus", type=_cpu_list, metavar="LIST",
+                     help="run the device on these CPUs (comma-separated numbers), set before "
+                     "its threads start: a controller keeps its loop's CPU apart (loop.cpu)")
     sim.add_argument("--seed", type=int, help="random seed of the fault injection")
     sim.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
     sim.set_defaults(func=run_sim)
@@ -170,6 +173,8 @@ def _run_sim(args: argparse.Namespace) -> int:
     device = PtyDevice(endpoint, faults=faults, link=args.link, on_open=announce)
     if args.fifo_priority is not None:  # before the device's threads start: they inherit it
         _realtime_priority(args.fifo_priority)
+    if args.cpus is not None:  # likewise
+        _pin(args.cpus)
     device.start()
     try:
         t_end = math.inf if args.duration is None else time.monotonic() + args.duration
@@ -181,6 +186,25 @@ def _run_sim(args: argparse.Namespace) -> int:
     finally:
         device.stop()
     return 0
+
+
+def _cpu_list(text: str) -> frozenset[int]:
+    """argparse type of ``--cpus``."""
+    from poise.controller.affinity import parse_cpus
+
+    try:
+        return parse_cpus(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _pin(cpus: frozenset[int]) -> None:
+    """This thread (and the threads it starts) on ``cpus``; a refusal is said on stderr."""
+    from poise.controller.affinity import pin_thread
+
+    refused = pin_thread(cpus)
+    if refused:
+        print(f"poise device sim: {refused}: any CPU", file=sys.stderr)
 
 
 def _realtime_priority(priority: int) -> None:

@@ -8,7 +8,7 @@ Layout (every table and key optional; the defaults are the embedded ``poise run`
     [model]       name (built-in name or file), calibration (file), gravity (override)
     [algorithm]   name, update, gamma, gamma_z, gamma_e, damping, target, tolerance
     [loop]        rate, mode ("ff" | "fb"), pacing ("device" | "host"), effort_feedforward,
-                  switch_interval, compiled, priority, process ("own" | "shared"), busy_poll
+                  switch_interval, compiled, priority, process ("own" | "shared"), busy_poll, cpu
     [limits]      qa_min, qa_max, qa_rate, sensor_hold, sensor_fault
     [mqtt]        enabled, url, robot_id, username, password, tls, ca_file, joint_states_hz
     [log]         path
@@ -176,6 +176,10 @@ class LoopConfig:
                               "lower latency: no wake-up, its caches stay warm); false: it "
                               "sleeps in select until the next frame; devices on a serial "
                               "port in the poise protocol only")
+    cpu: int = setting(-1, "integer", "the CPU the loop thread runs on, alone: the "
+                       "real-time process's other threads and the virtual device run on the "
+                       "others (Linux; poise.controller.affinity). -1: the last CPU this "
+                       "process may use, when it may use two or more; -2: pin nothing", ge=-2)
     process: str = setting("own", "string", "own: the controller runs in a process of its own, "
                            "telemetry, the log and the broker in the first one; shared: all in "
                            "one process", choices=PROCESSES)
@@ -481,7 +485,7 @@ def _loop(t: _Table) -> LoopConfig:
         effort_feedforward=t.get("effort_feedforward"),
         switch_interval=t.get("switch_interval"), compiled=t.get("compiled"),
         priority=t.get("priority"), process=t.get("process"),
-        busy_poll=t.get("busy_poll"),
+        busy_poll=t.get("busy_poll"), cpu=t.get("cpu"),
     )
 
 

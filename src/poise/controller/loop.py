@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from poise.controller.affinity import CpuPlan, pin_thread, plan_cpus
 from poise.controller.bus import (
     COMMAND_NAMES,
     Command,
@@ -113,8 +114,14 @@ class Controller(SubscriberHub):
     """
 
     def __init__(self, config: Config, *, model: ControllerModel | None = None,
-                 launched: SimDevice | None = None) -> None:
+                 launched: SimDevice | None = None,
+                 cpus: tuple[CpuPlan | None, str] | None = None) -> None:
         self.config = config
+        #: Where the loop thread and the virtual device run (``loop.cpu``), or why nothing
+        #: is pinned (:func:`~poise.controller.affinity.plan_cpus`; ``cpus``: made by the
+        #: caller, who pinned itself since).
+        self.cpu_plan, self._unpinned = cpus if cpus is not None else \
+            plan_cpus(config.loop.cpu)
         self.model_info = model or build_model(config.model)
         self.model = self.model_info.model
         #: The robot's reach [m]: bounds the targets accepted (poise.controller.rules).
@@ -242,7 +249,8 @@ class Controller(SubscriberHub):
                                      rate=self.config.loop.rate,
                                      on_fault=self._on_device_fault,
                                      qa_min=self.model.qa_min, qa_max=self.model.qa_max,
-                                     launched=launched)
+                                     launched=launched, cpus=self.cpu_plan and
+                                     self.cpu_plan.others)
                 self.device, self.sim = opened.device, opened.sim
                 info = self.device.describe()
                 self.device_info = info
@@ -600,7 +608,7 @@ class Controller(SubscriberHub):
 
     def _run(self) -> None:
         self._realtime = {**enter_realtime(self.config.loop.priority),
-                          "busy_poll": self._busy_poll}
+                          **self._pin_loop(), "busy_poll": self._busy_poll}
         self._event("info", code="realtime", **self._realtime)
         try:
             with CollectorPacing() as self._gc:
@@ -611,6 +619,16 @@ class Controller(SubscriberHub):
         except Exception as exc:  # never die silently: latch a fault with the reason
             self._fault(f"control loop crashed: {type(exc).__name__}: {exc}")
             raise
+
+    def _pin_loop(self) -> dict[str, Any]:
+        """The loop thread onto its CPU (``loop.cpu``); what was done, JSON-ready."""
+        plan = self.cpu_plan
+        if plan is None:
+            return {"cpu": None, "unpinned": self._unpinned}
+        refused = pin_thread(frozenset({plan.loop}))
+        if refused:
+            return {"cpu": None, "unpinned": refused}
+        return {**plan.as_dict(), "loop_tid": threading.get_native_id()}
 
     def _run_device_paced(self) -> None:
         hold_after = self.config.limits.sensor_hold

@@ -247,6 +247,14 @@ def child_main(config: Config, ring_name: str, down: connection.Connection,
     in between (see
     :func:`~poise.controller.params.check_configured_gains`; a refusal is a ``ConfigError``
     in the parent)."""
+    # loop.cpu: the loop thread gets a CPU to itself; every other thread of this process
+    # (those started later inherit it from this one) and the virtual device run on the others
+    from poise.controller.affinity import pin_process, plan_cpus
+
+    plan, unpinned = plan_cpus(config.loop.cpu)
+    if plan is not None:
+        unpinned = pin_process(plan.others)
+        plan = None if unpinned else plan
     # signal handlers only note the signal (an Event.set there could deadlock on the
     # event's lock held by the interrupted main thread); the main loop polls it
     signalled: list[int] = []
@@ -259,14 +267,15 @@ def child_main(config: Config, ring_name: str, down: connection.Connection,
     from poise.devices.factory import launch_virtual_device
 
     launched = launch_virtual_device(config.device, model=config.model.name,
-                                     rate=config.loop.rate, priority=config.loop.priority)
+                                     rate=config.loop.rate, priority=config.loop.priority,
+                                     cpus=plan and plan.others)
     try:
         from poise.controller.loop import Controller
 
         # SCHED_FIFO (where granted) before any thread starts: the loop, the device's
         # reader thread and the e-stop server inherit it
         fifo(config.loop.priority)
-        ctl = Controller(config, launched=launched)
+        ctl = Controller(config, launched=launched, cpus=(plan, unpinned))
         ring = CycleRing.attach(ring_name)
     except Exception as exc:
         if launched is not None:

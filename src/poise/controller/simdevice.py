@@ -49,6 +49,9 @@ class SimDevice:
             its controller still runs at the normal scheduler (:meth:`launch` early), so
             that neither's start-up takes a whole core from the other. ``None``: the device
             runs one below what it inherits.
+        cpus: the CPUs the device runs on (``--cpus``; ``None``: any), set before its
+            threads start (:mod:`poise.controller.affinity`: the control loop's core is
+            kept for the loop).
 
     Attributes:
         path: the symlink to the current pty (stable across reopen); use it as the port.
@@ -57,9 +60,11 @@ class SimDevice:
 
     def __init__(self, model: str, *, rate: float = 500, params: str | None = None,
                  extra: Sequence[str] = (), startup_timeout: float = 120.0,
-                 fifo_priority: int | None = None) -> None:
+                 fifo_priority: int | None = None,
+                 cpus: frozenset[int] | None = None) -> None:
         self.model = model
         self.fifo_priority = fifo_priority
+        self.cpus = cpus
         self.rate = rate
         self.params = params
         self.extra = tuple(extra)
@@ -81,6 +86,10 @@ class SimDevice:
             cmd += ["--params", self.params]
         if self.fifo_priority is not None:
             cmd += ["--fifo-priority", str(self.fifo_priority)]
+        if self.cpus:
+            from poise.controller.affinity import format_cpus
+
+            cmd += ["--cpus", format_cpus(self.cpus)]
         return cmd + list(self.extra)
 
     def start(self) -> str:

@@ -53,7 +53,8 @@ def open_device(cfg: DeviceConfig, *, model: str, m: int, rate: float,
                 on_fault: Callable[[msg.Fault], None] | None = None,
                 reconnect: bool = True, qa_min: Sequence[float] | None = None,
                 qa_max: Sequence[float] | None = None,
-                launched: SimDevice | None = None) -> Opened:
+                launched: SimDevice | None = None,
+                cpus: frozenset[int] | None = None) -> Opened:
     """Open the device of ``cfg`` for a robot ``model`` with ``m`` actuators at ``rate`` Hz.
 
     Args:
@@ -67,7 +68,7 @@ def open_device(cfg: DeviceConfig, *, model: str, m: int, rate: float,
             (without ``[[device.servos]]``), instead of ∓ one spool turn.
         launched: for ``port = "sim"``, the virtual device :func:`launch_virtual_device`
             started earlier (it has been importing and building its plant meanwhile); else
-            one is started here.
+            one is started here, on the CPUs ``cpus`` (``None``: any).
 
     Raises:
         DeviceError: the device cannot be opened; the message names the port and why.
@@ -78,7 +79,7 @@ def open_device(cfg: DeviceConfig, *, model: str, m: int, rate: float,
         servos = cfg.servos or default_servos(m, qa_min=qa_min, qa_max=qa_max)
         return _open_dynamixel(cfg, servos, on_fault=on_fault, reconnect=reconnect)
     if cfg.port == "sim":
-        return _open_sim(launched or virtual_device(cfg, model=model, rate=rate),
+        return _open_sim(launched or virtual_device(cfg, model=model, rate=rate, cpus=cpus),
                          on_fault=on_fault, reconnect=reconnect, baud=cfg.baud,
                          timeout=cfg.timeout)
     from poise.devices.wire import WireDevice
@@ -89,27 +90,31 @@ def open_device(cfg: DeviceConfig, *, model: str, m: int, rate: float,
 
 
 def virtual_device(cfg: DeviceConfig, *, model: str, rate: float,
-                   fifo_priority: int | None = None) -> SimDevice:
+                   fifo_priority: int | None = None,
+                   cpus: frozenset[int] | None = None) -> SimDevice:
     """The virtual device (``poise device sim``) of a ``port = "sim"`` table, not started:
-    ``cfg.sim_model`` or ``model`` at ``rate`` Hz, its ``sim_params`` and ``sim_args``."""
+    ``cfg.sim_model`` or ``model`` at ``rate`` Hz, its ``sim_params`` and ``sim_args``, on
+    the CPUs ``cpus`` (``None``: any)."""
     from poise.controller.simdevice import SimDevice
 
     return SimDevice(cfg.sim_model or model, rate=rate, params=cfg.sim_params,
-                     extra=cfg.sim_args, fifo_priority=fifo_priority)
+                     extra=cfg.sim_args, fifo_priority=fifo_priority, cpus=cpus)
 
 
 def launch_virtual_device(cfg: DeviceConfig, *, model: str, rate: float,
-                          priority: int) -> SimDevice | None:
+                          priority: int, cpus: frozenset[int] | None = None
+                          ) -> SimDevice | None:
     """Start the virtual device of ``cfg`` now, without waiting for it, when the table asks
     for one (``port = "sim"``, poise protocol); else None. Its start-up (a Python process,
     its imports, its plant's kernels: about a second) then overlaps the controller's own;
     :func:`open_device` (``launched=``) waits for it. ``priority``: the controller's
     ``SCHED_FIFO`` priority (``loop.priority``); the device takes one below once started,
-    and starts at the scheduler of the caller, who calls this before taking its own."""
+    and starts at the scheduler of the caller, who calls this before taking its own.
+    ``cpus``: the CPUs it runs on (``None``: any; :mod:`poise.controller.affinity`)."""
     if cfg.port != "sim" or cfg.protocol != "poise":
         return None
     sim = virtual_device(cfg, model=model, rate=rate,
-                         fifo_priority=priority - 1 if priority > 1 else None)
+                         fifo_priority=priority - 1 if priority > 1 else None, cpus=cpus)
     try:
         return sim.launch()
     except OSError:  # open_device starts one again and reports why it cannot

@@ -1,0 +1,123 @@
+"""``loop.cpu``: the loop thread on a CPU of its own, what poise starts besides it elsewhere.
+
+The plan is checked on given CPU sets; the service test runs the real-time process against the
+virtual device and reads each thread's and process's affinity back from the OS.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from poise.controller.affinity import (
+    AUTO,
+    OFF,
+    CpuPlan,
+    allowed_cpus,
+    format_cpus,
+    parse_cpus,
+    plan_cpus,
+)
+from poise.controller.config import ConfigError, load_config
+from poise.controller.rtproc import RealtimeController
+from poise.controller.state import State
+from poise.examples import EXAMPLES_DIR
+
+
+def test_auto_takes_the_last_allowed_cpu_and_leaves_the_others_to_the_rest():
+    assert plan_cpus(AUTO, frozenset({0, 1})) == (CpuPlan(1, frozenset({0})), "")
+    assert plan_cpus(AUTO, frozenset({2, 5, 7})) == (CpuPlan(7, frozenset({2, 5})), "")
+
+
+def test_one_cpu_pins_nothing_and_says_why():
+    plan, why = plan_cpus(AUTO, frozenset({3}))
+    assert plan is None and "one CPU" in why and "3" in why
+
+
+def test_a_chosen_cpu_must_be_allowed_and_off_pins_nothing():
+    assert plan_cpus(0, frozenset({0, 1})) == (CpuPlan(0, frozenset({1})), "")
+    plan, why = plan_cpus(9, frozenset({0, 1}))
+    assert plan is None and "loop.cpu = 9" in why and "[0, 1]" in why
+    plan, why = plan_cpus(OFF, frozenset({0, 1}))
+    assert plan is None and "off" in why
+    # alone on its CPU: the loop shares it with the rest rather than leave them nowhere
+    assert plan_cpus(4, frozenset({4})) == (CpuPlan(4, frozenset({4})), "")
+
+
+def test_cpu_lists_round_trip_and_bad_ones_are_refused():
+    assert parse_cpus(format_cpus(frozenset({3, 0, 1}))) == frozenset({0, 1, 3})
+    for bad in ("", "a", "1,,2", "-1"):
+        with pytest.raises(ValueError, match="--cpus"):
+            parse_cpus(bad)
+
+
+def test_a_cpu_below_minus_two_is_a_config_error():
+    with pytest.raises(ConfigError, match=r"loop\.cpu"):
+        load_config(EXAMPLES_DIR / "double_pendulum.toml", {"loop.cpu": (-3, "test")})
+
+
+def _children(pid: int) -> list[int]:
+    """Processes whose parent is ``pid``."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            if ppid == pid:
+                out.append(int(entry))
+    return out
+
+
+def _config(cpu: int):
+    over = {"device.port": ("sim", "test"), "mqtt.enabled": (False, "test"),
+            "loop.rate": (200.0, "test"), "algorithm.target": ([0.5], "test"),
+            "loop.cpu": (cpu, "test")}
+    return load_config(EXAMPLES_DIR / "double_pendulum.toml", over)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="Linux CPU affinity")
+def test_the_service_runs_its_loop_alone_on_its_cpu_and_the_rest_elsewhere():
+    """Real processes: the loop thread's affinity is its CPU; the real-time process's other
+    threads and the virtual device run on the others; the test process is left alone."""
+    mine = allowed_cpus()
+    plan, why = plan_cpus(AUTO, mine)
+    rt = RealtimeController(_config(AUTO))
+    try:
+        assert rt.start().accepted
+        assert rt.wait_for(State.RUNNING, timeout=60)
+        realtime = rt.summary()["realtime"]
+        if plan is None:  # a one-CPU machine: nothing pinned, and the summary says why
+            assert realtime["cpu"] is None and realtime["unpinned"] == why
+            return
+        assert realtime["cpu"] == plan.loop
+        assert realtime["other_cpus"] == sorted(plan.others)
+        assert os.sched_getaffinity(realtime["loop_tid"]) == {plan.loop}
+        child = rt.pid
+        assert os.sched_getaffinity(child) == set(plan.others)  # its main thread
+        others = [int(t) for t in os.listdir(f"/proc/{child}/task")
+                  if int(t) != realtime["loop_tid"]]
+        assert others and all(os.sched_getaffinity(t) == set(plan.others) for t in others)
+        device = rt.device_pid()
+        assert device in _children(child)
+        assert os.sched_getaffinity(device) == set(plan.others)
+        assert allowed_cpus() == mine  # the first process is not moved
+        assert rt.summary()["state"] == "running"  # and the loop runs so
+    finally:
+        rt.close()
+
+
+def test_an_unusable_cpu_leaves_the_loop_unpinned_with_the_reason_and_running():
+    bad = max(allowed_cpus()) + 64
+    rt = RealtimeController(_config(bad))
+    try:
+        assert rt.start().accepted
+        assert rt.wait_for(State.RUNNING, timeout=60)
+        realtime = rt.summary()["realtime"]
+        assert realtime["cpu"] is None
+        assert f"loop.cpu = {bad}" in realtime["unpinned"]
+    finally:
+        rt.close()
