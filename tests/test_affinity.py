@@ -10,6 +10,7 @@ import os
 
 import pytest
 
+from poise.cli.run_cmd import format_summary
 from poise.controller.affinity import (
     AUTO,
     OFF,
@@ -26,13 +27,14 @@ from poise.examples import EXAMPLES_DIR
 
 
 def test_auto_takes_the_last_allowed_cpu_and_leaves_the_others_to_the_rest():
-    assert plan_cpus(AUTO, frozenset({0, 1})) == (CpuPlan(1, frozenset({0})), "")
+    assert plan_cpus(AUTO, frozenset({0, 1, 2, 3})) == (CpuPlan(3, frozenset({0, 1, 2})), "")
     assert plan_cpus(AUTO, frozenset({2, 5, 7})) == (CpuPlan(7, frozenset({2, 5})), "")
 
 
-def test_one_cpu_pins_nothing_and_says_why():
-    plan, why = plan_cpus(AUTO, frozenset({3}))
-    assert plan is None and "one CPU" in why and "3" in why
+def test_auto_pins_nothing_on_fewer_than_three_cpus_and_says_why():
+    for cpus in ({3}, {0, 1}):
+        plan, why = plan_cpus(AUTO, frozenset(cpus))
+        assert plan is None and f"{len(cpus)} CPU(s)" in why and str(sorted(cpus)) in why
 
 
 def test_a_chosen_cpu_must_be_allowed_and_off_pins_nothing():
@@ -80,32 +82,35 @@ def _config(cpu: int):
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="Linux CPU affinity")
-def test_the_service_runs_its_loop_alone_on_its_cpu_and_the_rest_elsewhere():
-    """Real processes: the loop thread's affinity is its CPU; the real-time process's other
-    threads and the virtual device run on the others; the test process is left alone."""
+def test_the_service_runs_its_loop_alone_on_its_cpu_and_the_device_elsewhere():
+    """Real processes: the loop thread's affinity is the chosen CPU, the virtual device's the
+    others; the real-time process's other threads and the test process are not moved."""
     mine = allowed_cpus()
-    plan, why = plan_cpus(AUTO, mine)
-    rt = RealtimeController(_config(AUTO))
+    cpu = max(mine)
+    plan, why = plan_cpus(cpu, mine)
+    assert plan is not None, why
+    rt = RealtimeController(_config(cpu))
     try:
         assert rt.start().accepted
         assert rt.wait_for(State.RUNNING, timeout=60)
         realtime = rt.summary()["realtime"]
-        if plan is None:  # a one-CPU machine: nothing pinned, and the summary says why
-            assert realtime["cpu"] is None and realtime["unpinned"] == why
-            return
-        assert realtime["cpu"] == plan.loop
+        assert realtime["cpu"] == cpu
         assert realtime["other_cpus"] == sorted(plan.others)
-        assert os.sched_getaffinity(realtime["loop_tid"]) == {plan.loop}
+        assert os.sched_getaffinity(realtime["loop_tid"]) == {cpu}
         child = rt.pid
-        assert os.sched_getaffinity(child) == set(plan.others)  # its main thread
         others = [int(t) for t in os.listdir(f"/proc/{child}/task")
                   if int(t) != realtime["loop_tid"]]
-        assert others and all(os.sched_getaffinity(t) == set(plan.others) for t in others)
+        assert others and all(os.sched_getaffinity(t) == set(mine) for t in others)
         device = rt.device_pid()
         assert device in _children(child)
-        assert os.sched_getaffinity(device) == set(plan.others)
+        assert all(os.sched_getaffinity(int(t)) == set(plan.others)
+                   for t in os.listdir(f"/proc/{device}/task"))
         assert allowed_cpus() == mine  # the first process is not moved
-        assert rt.summary()["state"] == "running"  # and the loop runs so
+        summary = rt.summary()
+        assert summary["state"] == "running"  # and the loop runs so
+        others_text = ", ".join(map(str, sorted(plan.others)))
+        assert f"loop CPU          {cpu} (virtual device on {others_text})" in \
+            format_summary(summary)
     finally:
         rt.close()
 
@@ -119,5 +124,6 @@ def test_an_unusable_cpu_leaves_the_loop_unpinned_with_the_reason_and_running():
         realtime = rt.summary()["realtime"]
         assert realtime["cpu"] is None
         assert f"loop.cpu = {bad}" in realtime["unpinned"]
+        assert f"loop CPU          any (loop.cpu = {bad} is not" in format_summary(rt.summary())
     finally:
         rt.close()

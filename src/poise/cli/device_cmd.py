@@ -58,8 +58,8 @@ def register(commands, groups) -> None:
                      "normal scheduler, said on stderr). Default: one below the inherited "
                      "real-time priority")
     sim.add_argument("--cpus", type=_cpu_list, metavar="LIST",
-                     help="run the device on these CPUs (comma-separated numbers), set before "
-                     "its threads start: a controller keeps its loop's CPU apart (loop.cpu)")
+                     help="run the device on these CPUs (comma-separated numbers), set once it "
+                     "has built its plant: a controller keeps its loop's CPU apart (loop.cpu)")
     sim.add_argument("--seed", type=int, help="random seed of the fault injection")
     sim.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
     sim.set_defaults(func=run_sim)
@@ -199,10 +199,11 @@ def _cpu_list(text: str) -> frozenset[int]:
 
 
 def _pin(cpus: frozenset[int]) -> None:
-    """This thread (and the threads it starts) on ``cpus``; a refusal is said on stderr."""
-    from poise.controller.affinity import pin_thread
+    """Every thread of this process, and those it starts, on ``cpus`` (once the device has
+    imported and built its plant, on every CPU); a refusal is said on stderr."""
+    from poise.controller.affinity import pin_process
 
-    refused = pin_thread(cpus)
+    refused = pin_process(cpus)
     if refused:
         print(f"poise device sim: {refused}: any CPU", file=sys.stderr)
 

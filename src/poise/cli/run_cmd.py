@@ -362,6 +362,11 @@ def format_summary(s: dict[str, Any]) -> str:
                      "in docs/controller.md)")
     elif rt.get("scheduler") == "fifo":
         lines.append(f"scheduler         SCHED_FIFO priority {rt['priority']}")
+    if rt.get("cpu") is not None:
+        lines.append(f"loop CPU          {rt['cpu']} (virtual device on "
+                     f"{', '.join(map(str, rt['other_cpus']))})")
+    elif rt.get("unpinned"):
+        lines.append(f"loop CPU          any ({rt['unpinned']})")
     bus = s.get("bus_rtt_us") or {}
     if bus.get("count"):
         lines.append(f"servo bus sync read round trip [µs]  p50 {bus['p50']:.0f}  "

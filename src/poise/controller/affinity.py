@@ -1,19 +1,24 @@
-"""CPU affinity (``loop.cpu``): a core for the control loop, the others for everything else.
+"""CPU affinity (``loop.cpu``): a core for the control loop, the others for the virtual device.
 
 Between two sensor frames the loop thread sleeps ~0.9 ms at 1 kHz. Whatever runs on its core
-meanwhile (the virtual device's simulator, the real-time process's other threads, the
-embedded broker) evicts the loop's code and data from that core's caches, and the next cycle
-runs cold: on the 2-core reference machine a cycle's Python runs 3–6× slower in the service
-than in a tight loop. Pinning the loop thread to one CPU and what poise starts besides it to
-the others keeps that core for the loop (Linux ``sched_setaffinity``; elsewhere nothing is
+meanwhile evicts the loop's code and data from that core's caches, and the next cycle runs
+cold: on the 2-core reference machine a cycle's Python runs 3–6× slower in the service than
+in a tight loop. Pinning the loop thread to one CPU and the virtual device to the others keeps
+the device's simulator off the loop's core (Linux ``sched_setaffinity``; elsewhere nothing is
 pinned and the summary says so).
 
-What is pinned (``process = "own"``, the default): the loop thread to :attr:`CpuPlan.loop`;
-the real-time process's other threads (commands, e-stop, telemetry pump, serial reader) and
-the virtual device to :attr:`CpuPlan.others`. The first process (telemetry, the log, the
-broker it may host) and other programs are left where the OS puts them: poise does not move
-a process it did not start. With ``process = "shared"`` only the loop thread and the virtual
-device are pinned.
+Only those two are pinned. The real-time process's other threads (commands, e-stop, the
+telemetry pump) run at the loop's ``SCHED_FIFO`` priority: confined to the device's CPUs they
+starve it (one CPU on a 2-core computer: arming then took 0.85 s instead of 0.04 s, and a
+start once faulted with a sensor timeout). The first process (telemetry, the log, the broker)
+and other programs are left where the OS puts them: poise does not move a process it did not
+start.
+
+By default (:data:`AUTO`) the loop is pinned when at least three CPUs are allowed (a Raspberry
+Pi 4 or 5, a Jetson): on two, the device would be left one CPU that it shares with every other
+thread, and on the 2-core reference machine pinning did not lower the latency (interleaved
+20 s runs: p99 263/234/194 µs unpinned, 332/206/194 µs pinned; docs/controller.md). Give a CPU
+number to pin anyway.
 """
 
 from __future__ import annotations
@@ -21,8 +26,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-#: ``loop.cpu``: the last CPU this process may use, when it may use two or more.
+#: ``loop.cpu``: the last CPU this process may use, when it may use :data:`AUTO_MIN_CPUS`.
 AUTO = -1
+#: How many CPUs :data:`AUTO` needs to pin the loop (two or more left for the rest).
+AUTO_MIN_CPUS = 3
 #: ``loop.cpu``: pin nothing.
 OFF = -2
 
@@ -52,8 +59,9 @@ def plan_cpus(setting: int, allowed: frozenset[int] | None = None
     calling thread's): ``(plan, "")``, or ``(None, why nothing is pinned)``.
 
     :data:`AUTO` takes the highest allowed CPU (the OS tends to start work on the lowest)
-    when there are at least two; a CPU number must be an allowed one; :data:`OFF` pins
-    nothing. With one CPU allowed the loop shares it with the rest (``others`` = it too).
+    when there are at least :data:`AUTO_MIN_CPUS`; a CPU number must be an allowed one;
+    :data:`OFF` pins nothing. With one CPU allowed the loop shares it with the device
+    (``others`` = it too).
     """
     if not hasattr(os, "sched_setaffinity"):
         return None, "CPU affinity is not supported on this system"
@@ -61,8 +69,9 @@ def plan_cpus(setting: int, allowed: frozenset[int] | None = None
     if setting == OFF:
         return None, "loop.cpu = -2 (off)"
     if setting == AUTO:
-        if len(cpus) < 2:
-            return None, f"one CPU only ({sorted(cpus)}): nothing to keep apart"
+        if len(cpus) < AUTO_MIN_CPUS:
+            return None, f"{len(cpus)} CPU(s) ({sorted(cpus)}): loop.cpu = -1 pins the loop " \
+                         f"from {AUTO_MIN_CPUS} on (a CPU number pins it anyway)"
         cpu = max(cpus)
     elif setting in cpus:
         cpu = setting
@@ -122,5 +131,5 @@ def format_cpus(cpus: frozenset[int]) -> str:
     return ",".join(str(c) for c in sorted(cpus))
 
 
-__all__ = ["AUTO", "OFF", "CpuPlan", "allowed_cpus", "format_cpus", "parse_cpus", "pin_process",
-           "pin_thread", "plan_cpus"]
+__all__ = ["AUTO", "AUTO_MIN_CPUS", "OFF", "CpuPlan", "allowed_cpus", "format_cpus", "parse_cpus",
+           "pin_process", "pin_thread", "plan_cpus"]

@@ -176,10 +176,10 @@ class LoopConfig:
                               "lower latency: no wake-up, its caches stay warm); false: it "
                               "sleeps in select until the next frame; devices on a serial "
                               "port in the poise protocol only")
-    cpu: int = setting(-1, "integer", "the CPU the loop thread runs on, alone: the "
-                       "real-time process's other threads and the virtual device run on the "
-                       "others (Linux; poise.controller.affinity). -1: the last CPU this "
-                       "process may use, when it may use two or more; -2: pin nothing", ge=-2)
+    cpu: int = setting(-1, "integer", "the CPU the loop thread runs on; the virtual device "
+                       "runs on the others (Linux; poise.controller.affinity). -1: the last "
+                       "CPU this process may use, when it may use three or more; -2: pin "
+                       "nothing", ge=-2)
     process: str = setting("own", "string", "own: the controller runs in a process of its own, "
                            "telemetry, the log and the broker in the first one; shared: all in "
                            "one process", choices=PROCESSES)

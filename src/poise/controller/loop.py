@@ -102,6 +102,9 @@ class Controller(SubscriberHub):
     Args:
         config: the validated configuration.
         model: the statics model (default: built from ``config.model``).
+        launched: a virtual device started earlier, which the first connect opens.
+        cpus: where the loop thread and the virtual device run, or why nothing is pinned
+            (default: :func:`~poise.controller.affinity.plan_cpus` of ``loop.cpu``).
 
     Use::
 
@@ -118,8 +121,7 @@ class Controller(SubscriberHub):
                  cpus: tuple[CpuPlan | None, str] | None = None) -> None:
         self.config = config
         #: Where the loop thread and the virtual device run (``loop.cpu``), or why nothing
-        #: is pinned (:func:`~poise.controller.affinity.plan_cpus`; ``cpus``: made by the
-        #: caller, who pinned itself since).
+        #: is pinned (:func:`~poise.controller.affinity.plan_cpus`; ``cpus``: the caller's).
         self.cpu_plan, self._unpinned = cpus if cpus is not None else \
             plan_cpus(config.loop.cpu)
         self.model_info = model or build_model(config.model)

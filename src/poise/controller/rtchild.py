@@ -247,14 +247,11 @@ def child_main(config: Config, ring_name: str, down: connection.Connection,
     in between (see
     :func:`~poise.controller.params.check_configured_gains`; a refusal is a ``ConfigError``
     in the parent)."""
-    # loop.cpu: the loop thread gets a CPU to itself; every other thread of this process
-    # (those started later inherit it from this one) and the virtual device run on the others
-    from poise.controller.affinity import pin_process, plan_cpus
+    # loop.cpu: the loop thread gets a CPU of its own, the virtual device the others (once it
+    # has started: its imports use every CPU)
+    from poise.controller.affinity import plan_cpus
 
     plan, unpinned = plan_cpus(config.loop.cpu)
-    if plan is not None:
-        unpinned = pin_process(plan.others)
-        plan = None if unpinned else plan
     # signal handlers only note the signal (an Event.set there could deadlock on the
     # event's lock held by the interrupted main thread); the main loop polls it
     signalled: list[int] = []
