@@ -127,3 +127,18 @@ def test_an_unusable_cpu_leaves_the_loop_unpinned_with_the_reason_and_running():
         assert f"loop CPU          any (loop.cpu = {bad} is not" in format_summary(rt.summary())
     finally:
         rt.close()
+
+
+def test_the_loop_benchmark_runs_each_cpu_setting_and_reports_where_the_loop_ran():
+    """``poise bench loop --cpu -2 N``: one run each, the table's cpu column from the run's
+    own summary (short runs at 200 Hz: what is checked is the plumbing, not the timing)."""
+    from poise.controller import benchmark
+
+    cpu = max(allowed_cpus())
+    result = benchmark.run(1.0, (200.0,), cpus=(OFF, cpu))
+    pinned = [r["cpu"] for r in result["runs"]]
+    assert pinned == [None, cpu]
+    assert all(r["cycles"] > 0 and r["state"] == "running" for r in result["runs"])
+    table = benchmark.table(result).splitlines()
+    assert table[1].split()[4] == "cpu"
+    assert [line.split()[4] for line in table[2:4]] == ["-", str(cpu)]
