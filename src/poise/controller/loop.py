@@ -103,8 +103,6 @@ class Controller(SubscriberHub):
         config: the validated configuration.
         model: the statics model (default: built from ``config.model``).
         launched: a virtual device started earlier, which the first connect opens.
-        cpus: where the loop thread and the virtual device run, or why nothing is pinned
-            (default: :func:`~poise.controller.affinity.plan_cpus` of ``loop.cpu``).
 
     Use::
 
@@ -117,13 +115,12 @@ class Controller(SubscriberHub):
     """
 
     def __init__(self, config: Config, *, model: ControllerModel | None = None,
-                 launched: SimDevice | None = None,
-                 cpus: tuple[CpuPlan | None, str] | None = None) -> None:
+                 launched: SimDevice | None = None) -> None:
         self.config = config
         #: Where the loop thread and the virtual device run (``loop.cpu``), or why nothing
-        #: is pinned (:func:`~poise.controller.affinity.plan_cpus`; ``cpus``: the caller's).
-        self.cpu_plan, self._unpinned = cpus if cpus is not None else \
-            plan_cpus(config.loop.cpu)
+        #: is pinned (:func:`~poise.controller.affinity.plan_cpus`).
+        self.cpu_plan: CpuPlan | None
+        self.cpu_plan, self._unpinned = plan_cpus(config.loop.cpu)
         self.model_info = model or build_model(config.model)
         self.model = self.model_info.model
         #: The robot's reach [m]: bounds the targets accepted (poise.controller.rules).

@@ -247,11 +247,11 @@ def child_main(config: Config, ring_name: str, down: connection.Connection,
     in between (see
     :func:`~poise.controller.params.check_configured_gains`; a refusal is a ``ConfigError``
     in the parent)."""
-    # loop.cpu: the loop thread gets a CPU of its own, the virtual device the others (once it
-    # has started: its imports use every CPU)
+    # loop.cpu: the virtual device runs on the CPUs the loop thread leaves (set once it has
+    # started: its imports use every CPU); the controller pins its loop thread
     from poise.controller.affinity import plan_cpus
 
-    plan, unpinned = plan_cpus(config.loop.cpu)
+    plan = plan_cpus(config.loop.cpu)[0]
     # signal handlers only note the signal (an Event.set there could deadlock on the
     # event's lock held by the interrupted main thread); the main loop polls it
     signalled: list[int] = []
@@ -272,7 +272,7 @@ def child_main(config: Config, ring_name: str, down: connection.Connection,
         # SCHED_FIFO (where granted) before any thread starts: the loop, the device's
         # reader thread and the e-stop server inherit it
         fifo(config.loop.priority)
-        ctl = Controller(config, launched=launched, cpus=(plan, unpinned))
+        ctl = Controller(config, launched=launched)
         ring = CycleRing.attach(ring_name)
     except Exception as exc:
         if launched is not None:
