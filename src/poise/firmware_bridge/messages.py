@@ -51,7 +51,6 @@ from poise.firmware_bridge.codec import (
     Header,
     StreamDecoder,
     encode_frame,
-    seal,
 )
 
 #: The protocol version this code speaks (header byte 0 and ``Hello.protocol_version``).
@@ -375,11 +374,8 @@ def encode_setpoint(qa_ref: Sequence[float], tau_ff: Sequence[float] | None, seq
     Raises:
         ValueError: τ_ff's length differs from q̄a's, or the payload is too long.
     """
-    payload = _setpoint_payload(qa_ref, tau_ff)
-    if len(payload) > MAX_PAYLOAD:
-        raise ValueError(f"Setpoint payload of {len(payload)} bytes exceeds {MAX_PAYLOAD}")
-    return seal(HEADER.pack(version, MsgType.SETPOINT, seq & 0xFFFF, timestamp_us & 0xFFFFFFFF)
-                + payload)
+    return encode_frame(version, MsgType.SETPOINT, seq, timestamp_us,
+                        _setpoint_payload(qa_ref, tau_ff))
 
 
 @dataclass(frozen=True, slots=True)
