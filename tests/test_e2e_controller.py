@@ -134,6 +134,32 @@ def test_corrupted_and_dropped_frames_are_survived(sim_device):
         assert s["link"]["lost_frames"] > 0
 
 
+@pytest.mark.parametrize("wire", [True, False])
+def test_whole_frames_are_answered_on_the_wire_path_and_corrupt_ones_decoded(sim_device, wire):
+    """``loop.wire`` (the default): a read of one whole sensor frame is answered by one
+    compiled call from its bytes to the setpoint's; a corrupted one goes to the decoder,
+    which counts it. Either way the arm reaches its target, the device applies the setpoints
+    (their echoes are timed) and the link counts every frame; with ``loop.wire = false``
+    every frame is decoded first."""
+    dev = sim_device("double_pendulum", "--corrupt", "0.02", "--seed", "5")
+    with controller(dev.path, "double_pendulum", [0.5], loop__mode="fb",
+                    loop__wire=wire) as ctl:
+        assert ctl.start().accepted
+        assert settle(ctl, timeout=60) < TOL
+        s = ctl.summary()
+        assert s["state"] == "running"
+        link = s["link"]
+        assert link["crc_errors"] + sum(link["decode_errors"].values()) > 0
+        assert link["rtt_us"]["count"] > 100  # the device echoed the setpoints it applied
+        assert link["tx_dropped"] == 0
+        if not wire:
+            assert s["wire"] == {}
+            return
+        answered, passed = s["wire"]["answered"], s["wire"]["passed"]
+        assert answered > 100 and passed > 0  # corrupt reads (and those before the start)
+        assert link["sensor_frames"] >= answered  # each answered read counted as decoded
+
+
 def test_disconnect_faults_then_recovers_after_clear_and_start(sim_device):
     dev = sim_device("double_pendulum", "--disconnect-after", "1.5", "--reopen-after", "0.5")
     with controller(dev.path, "double_pendulum", [0.4]) as ctl:

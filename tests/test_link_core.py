@@ -378,3 +378,85 @@ def test_frames_read_one_at_a_time_or_many_at_once_give_the_same_samples_and_sta
     assert one.last_sensors == many.last_sensors == got["one"][-1]
     assert (one.rx_bytes, one.rx_valid) == (many.rx_bytes, many.rx_valid) == \
         (sum(map(len, frames)), len(frames))
+
+
+def test_a_read_answered_elsewhere_is_counted_as_feed_counts_it_but_delivered_to_nobody():
+    """The wire cycle decodes a read itself (:meth:`LinkCore.answered`): the sequence checks,
+    the echoes' round trips, every counter and ``last_sensors`` come out as from ``feed``
+    of the same bytes, and no sample goes to ``on_sensors``."""
+    seqs = [0, 1, 4, 4, 5]  # a gap, a duplicate
+    sensors = [m.Sensors(1, 1 + i, 1 + i, (0.1 * i, -0.2), (0.3 * i,), (1.5,))
+               for i in range(len(seqs))]
+    frames = [m.encode(s, seq, 1000 * i) for i, (s, seq) in enumerate(zip(sensors, seqs,
+                                                                            strict=True))]
+    sensors = [m.MessageDecoder().feed(f)[0].message for f in frames]  # float32 values
+    clock = Clock()
+    delivered: list = []
+    fed = LinkCore(PORT, clock=clock)
+    answered = LinkCore(PORT, clock=clock, on_sensors=delivered.append)
+    for core in (fed, answered):
+        for _ in range(6):  # setpoints for the echoes to time
+            core.frame(m.Setpoint((0.0,), None))
+    samples = []
+    for i, (frame, s, seq) in enumerate(zip(frames, sensors, seqs, strict=True)):
+        clock.t += 1e-3
+        fed.feed(frame, clock.t)
+        samples.append(answered.answered(frame, seq, 1000 * i, s, clock.t))
+    assert delivered == []
+    assert samples[-1] == answered.last_sensors == fed.last_sensors
+    assert [s.seq for s in samples] == seqs
+    assert repr(answered.stats.as_dict()) == repr(fed.stats.as_dict())
+    assert answered.stats.setpoint_rtt.as_dict()["count"] == 4  # echoes 2…5 of sent frames
+    assert (answered.rx_bytes, answered.rx_valid) == (fed.rx_bytes, fed.rx_valid)
+
+
+def test_a_setpoint_framed_elsewhere_takes_the_reserved_number_unless_another_frame_did():
+    """:meth:`LinkCore.reserve_setpoint` gives the number and timestamp ``setpoint`` would
+    use; :meth:`LinkCore.sent_setpoint` records it as ``setpoint`` does (the next number,
+    the round trip of its echo), and refuses when another frame took the number meanwhile
+    or the link is down."""
+    clock = Clock()
+    core, _ = connected(clock)
+    twin, _ = connected(Clock(clock.t), DeviceEndpoint(LagPlant(), firmware_id="core-test"))
+    seq, ts = core.reserve_setpoint()
+    twin_seq, twin_frame = twin.setpoint((0.25,), (1.0,))
+    assert (seq, ts) == (twin_seq, m.MessageDecoder().feed(twin_frame)[0].header.timestamp_us)
+    assert m.encode_setpoint((0.25,), (1.0,), seq, ts) == twin_frame
+    assert core.sent_setpoint(seq, clock.t)
+    assert core.reserve_setpoint()[0] == (seq + 1) & 0xFFFF
+    assert core.stats.tx_frames == twin.stats.tx_frames
+    core.feed(_sensors_frame(50, (seq - 1) & 0xFFFF), clock.t)  # the echo before it
+    clock.t += 0.01
+    core.feed(_sensors_frame(51, seq), clock.t)
+    rtt = core.stats.setpoint_rtt.as_dict()
+    assert rtt["count"] == 1 and rtt["p50"] == pytest.approx(10_000, abs=1)
+    late, _ = core.reserve_setpoint()
+    core.frame(m.Heartbeat())  # another frame takes that number first
+    assert not core.sent_setpoint(late, clock.t)
+    core.lost(clock.t)
+    assert core.reserve_setpoint() is None
+    assert not core.sent_setpoint(core._tx_seq, clock.t)
+
+
+def test_a_burst_answered_at_its_newest_frame_counts_as_the_whole_read_fed():
+    """Two frames and an Ack read at once, the newest frame answered by the wire cycle: the
+    older frames fed undelivered, then the newest answered, give the counters, the echoes
+    and ``last_sensors`` of ``feed`` of the whole read, and deliver nothing."""
+    frames = [m.encode(m.Sensors(1, 1, 1, (0.5 * i, 0.25), (0.125 * i,), (1.0,)), i, 10 * i)
+              for i in range(3)]
+    frames.insert(1, m.encode(m.Ack(1, 0, 2, 0), 7))
+    clock = Clock()
+    delivered: list = []
+    fed = LinkCore(PORT, clock=clock)
+    burst = LinkCore(PORT, clock=clock, on_sensors=delivered.append)
+    fed.feed(b"".join(frames), clock.t)
+    before = burst.stats.sensor_frames
+    burst.feed(b"".join(frames[:-1]), clock.t, deliver=False)
+    assert burst.stats.sensor_frames - before == 2
+    newest = m.MessageDecoder().feed(frames[-1])[0]
+    burst.answered(frames[-1], newest.header.seq, newest.header.timestamp_us, newest.message,
+                   clock.t)
+    assert delivered == []
+    assert burst.last_sensors == fed.last_sensors and burst.last_sensors.seq == 2
+    assert repr(burst.stats.as_dict()) == repr(fed.stats.as_dict())
+    assert (burst.rx_bytes, burst.rx_valid) == (fed.rx_bytes, fed.rx_valid)

@@ -21,6 +21,7 @@ from poise.firmware_bridge.transport import (
     DeviceTimeoutError,
     PortBusyError,
     PortNotFoundError,
+    RawRead,
     SerialLink,
     VersionMismatchError,
 )
@@ -391,3 +392,55 @@ def test_sample_queue_wakes_a_blocked_reader_with_the_item_put_from_another_thre
     q.put_nowait("frame")
     reader.join(30)
     assert got == ["frame"] and q.qsize() == 0 and q._waiting == 0
+
+
+def test_a_loop_that_answers_reads_itself_gets_them_undecoded_and_its_frames_are_applied(
+        device):
+    """The wire cycle's side of the link: ``next_read`` returns each read's bytes, undecoded,
+    with the time it was read; such a read fed back decodes as ``next_sensors`` would have,
+    or, answered by the caller, is counted without being queued; a setpoint framed with
+    ``reserve_setpoint``'s number (``send_reserved``) is applied by the device and its echo
+    timed."""
+    with SerialLink(device.path) as link:
+        assert link.arm().ok
+        raw = fed = answered = 0
+        for k in range(80):
+            got = link.next_read(timeout=10.0)
+            if type(got) is not RawRead:  # a sample the reader thread decoded before
+                continue
+            raw += 1
+            assert got.host_time <= time.perf_counter()
+            frames = m.MessageDecoder().feed(got.data)
+            if k % 2 or len(frames) != 1 or link.pending:
+                link.feed(got)  # part of a frame, several, or every other whole one
+                sample = link.sensors_nowait()
+                if sample is None:
+                    continue
+                assert sample.host_time == got.host_time
+                assert sample.sensors in [f.message for f in frames] or not frames
+                fed += 1
+            else:
+                before = link.stats.sensor_frames
+                fr = frames[0]
+                sample, skipped = link.answered(got, fr.header.seq, fr.header.timestamp_us,
+                                                fr.message)
+                assert sample.sensors == fr.message and link.sensors_nowait() is None
+                assert skipped == 0
+                assert link.stats.sensor_frames == before + 1
+                answered += 1
+            seq, ts = link.reserve_setpoint()
+            assert link.send_reserved(seq, m.encode_setpoint([0.002, 0.0], [0.5, 0.0], seq, ts))
+        last = link.stats.sensor_frames
+        burst = [m.encode(m.Sensors(1, 0, 0, (0.0,) * 2, (0.0,) * 2, (0.0,) * 2), k, 0)
+                 for k in range(3)]  # three frames in one read, the newest answered
+        fr = m.MessageDecoder().feed(burst[-1])[0]
+        sample, skipped = link.answered(RawRead(b"".join(burst), time.perf_counter()),
+                                        fr.header.seq, 0, fr.message,
+                                        start=len(burst[0]) + len(burst[1]))
+        assert skipped == 2 and sample.seq == 2 and link.sensors_nowait() is None
+        assert link.stats.sensor_frames >= last + 3  # (and what the device sent meanwhile)
+        stats = link.stats
+    assert raw >= 70 and fed and answered
+    assert device.endpoint.stats.setpoints_applied >= raw - 2
+    assert stats.setpoint_rtt.as_dict()["count"] >= 30
+    assert stats.crc_errors == 0

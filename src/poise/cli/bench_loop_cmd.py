@@ -36,6 +36,10 @@ def register(commands, groups) -> None:
     p.add_argument("--cpu", type=int, nargs="+", default=[None], metavar="N",
                    help="loop.cpu of each run: the loop thread's CPU (-1: the last one, -2: "
                    "not pinned; default: the configuration's, -1; several: one run each)")
+    p.add_argument("--wire", nargs="+", choices=("on", "off"), default=["on"],
+                   help="loop.wire of each run: on, each sensor frame is answered on the wire "
+                   "path (one compiled call from its bytes to the setpoint's); several: one "
+                   "run each (default on)")
     add_json_option(p)
     p.set_defaults(func=run)
 
@@ -52,5 +56,6 @@ def run(args: argparse.Namespace) -> int:
                                processes=tuple(args.process),
                                priorities=tuple(args.priority),
                                busy_polls=tuple(v == "on" for v in args.busy_poll),
-                               cpus=tuple(args.cpu))
+                               cpus=tuple(args.cpu),
+                               wires=tuple(v == "on" for v in args.wire))
     return emit(result, benchmark.table(result), args.json)

@@ -26,13 +26,14 @@ GOAL = {"rate_hz": 1000, "latency_p99_us": 200.0, "latency_p999_us": 500.0, "mis
 def run_one(model: str, rate: float, seconds: float, target: list[float],
             pacing: str = "device", attach: Attach | None = None,
             compiled: bool = True, process: str = "own", priority: int | None = None,
-            busy_poll: bool = False, cpu: int | None = None) -> dict[str, Any]:
+            busy_poll: bool = False, cpu: int | None = None, wire: bool = True
+            ) -> dict[str, Any]:
     """One run; returns the timing summary plus the run's outcome. ``compiled``: the cycle
     on the compiled kernels (else the numpy reference); ``process``: the controller in a
     process of its own (``own``, as ``poise run``) or in this one (``shared``);
     ``priority``: ``loop.priority`` (SCHED_FIFO where granted, 0: the normal scheduler;
     None: the configuration's default); ``busy_poll``: ``loop.busy_poll``; ``cpu``:
-    ``loop.cpu`` (None: the configuration's default)."""
+    ``loop.cpu`` (None: the configuration's default); ``wire``: ``loop.wire``."""
     from poise.controller.config import load_config
     from poise.controller.rtproc import make_controller
 
@@ -40,7 +41,7 @@ def run_one(model: str, rate: float, seconds: float, target: list[float],
             "algorithm.target": (target, "bench"), "mqtt.enabled": (False, "bench"),
             "loop.pacing": (pacing, "bench"), "limits.qa_rate": ([0.05], "bench"),
             "loop.compiled": (compiled, "bench"), "loop.process": (process, "bench"),
-            "loop.busy_poll": (busy_poll, "bench")}
+            "loop.busy_poll": (busy_poll, "bench"), "loop.wire": (wire, "bench")}
     if priority is not None:
         over["loop.priority"] = (priority, "bench")
     if cpu is not None:
@@ -68,6 +69,8 @@ def run_one(model: str, rate: float, seconds: float, target: list[float],
         "scheduler": s.get("realtime", {}).get("scheduler", ""),
         "busy_poll": bool(s.get("realtime", {}).get("busy_poll", False)),
         "cpu": s.get("realtime", {}).get("cpu"),
+        "wire": s.get("wire", {}).get("answered", 0) > 0,
+        "wire_cycles": s.get("wire", {}),
         "state": s["state"], "task_error": s["task_error"],
         "telemetry": attach is not None,
         "cycles": t["cycles"], "missed": t["missed"], "missed_pct": t["missed_pct"],
@@ -91,19 +94,20 @@ def run(seconds: float = 60.0, rates: tuple[float, ...] = (500.0, 1000.0),
         reference: bool = False, processes: tuple[str, ...] = ("own",),
         priorities: tuple[int | None, ...] = (None,),
         busy_polls: tuple[bool, ...] = (False,),
-        cpus: tuple[int | None, ...] = (None,)) -> dict[str, Any]:
+        cpus: tuple[int | None, ...] = (None,),
+        wires: tuple[bool, ...] = (True,)) -> dict[str, Any]:
     """All rates on the compiled cycle in each of ``processes`` at each of ``priorities``
-    with each of ``busy_polls`` (``loop.busy_poll``) and ``cpus`` (``loop.cpu``), and with
-    ``reference`` each rate again
+    with each of ``busy_polls`` (``loop.busy_poll``), ``cpus`` (``loop.cpu``) and ``wires``
+    (``loop.wire``), and with ``reference`` each rate again
     on the numpy reference in one process at the normal scheduler (the before/after in one
     run); a priority None is the configuration's default; JSON-ready."""
     goal = list(target if target is not None else TARGETS.get(model, (0.5,)))
-    variants = [(True, p, prio, busy, cpu) for p in processes for prio in priorities
-                for busy in busy_polls for cpu in cpus] + \
-        ([(False, "shared", 0, False, None)] if reference else [])
+    variants = [(True, p, prio, busy, cpu, wire) for p in processes for prio in priorities
+                for busy in busy_polls for cpu in cpus for wire in wires] + \
+        ([(False, "shared", 0, False, None, False)] if reference else [])
     runs = [run_one(model, r, seconds, goal, pacing, attach, compiled, process, prio, busy,
-                    cpu)
-            for r in rates for compiled, process, prio, busy, cpu in variants]
+                    cpu, wire)
+            for r in rates for compiled, process, prio, busy, cpu, wire in variants]
     return {"benchmark": "loop", "goal": GOAL, "runs": runs,
             "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                         "platform": platform.platform()}}
@@ -115,7 +119,8 @@ def _cell(value: float | None, width: int) -> str:
 
 def table(result: dict[str, Any]) -> str:
     """Human-readable table."""
-    head = (f"{'cycle':>8} {'process':>7} {'prio':>4} {'poll':>5} {'cpu':>3} {'rate':>6} "
+    head = (f"{'cycle':>8} {'process':>7} {'prio':>4} {'poll':>5} {'cpu':>3} {'wire':>4} "
+            f"{'rate':>6} "
             f"{'cycles':>7} "
             f"{'missed':>7} "
             f"{'%':>7} {'coal.':>6} "
@@ -132,6 +137,7 @@ def table(result: dict[str, Any]) -> str:
             f"{r.get('cycle', 'numpy'):>8} {r.get('process', 'shared'):>7} "
             f"{r.get('priority', 0):>4} {'busy' if r.get('busy_poll') else 'sleep':>5} "
             f"{'-' if r.get('cpu') is None else r['cpu']:>3} "
+            f"{'on' if r.get('wire') else 'off':>4} "
             f"{r['rate_hz']:>6.0f} {r['cycles']:>7} {r['missed']:>7} "
             f"{r['missed_pct']:>6.3f}% {r['coalesced']:>6} "
             + " ".join(_cell(row.get(p), w) for row, p, w in (
@@ -142,5 +148,6 @@ def table(result: dict[str, Any]) -> str:
     lines.append(f"goal at {g['rate_hz']} Hz: {g['missed']} missed, latency p99 ≤ "
                  f"{g['latency_p99_us']:.0f} µs, p99.9 ≤ {g['latency_p999_us']:.0f} µs "
                  "(prio: SCHED_FIFO priority, 0 = normal scheduler; poll: loop.busy_poll; "
-                 "cpu: the loop's CPU, loop.cpu, - = not pinned)")
+                 "cpu: the loop's CPU, loop.cpu, - = not pinned; wire: cycles answered on "
+                 "the wire path, loop.wire)")
     return "\n".join(lines)

@@ -8,7 +8,8 @@ Layout (every table and key optional; the defaults are the embedded ``poise run`
     [model]       name (built-in name or file), calibration (file), gravity (override)
     [algorithm]   name, update, gamma, gamma_z, gamma_e, damping, target, tolerance
     [loop]        rate, mode ("ff" | "fb"), pacing ("device" | "host"), effort_feedforward,
-                  switch_interval, compiled, priority, process ("own" | "shared"), busy_poll, cpu
+                  switch_interval, compiled, priority, process ("own" | "shared"), busy_poll, wire,
+                  cpu
     [limits]      qa_min, qa_max, qa_rate, sensor_hold, sensor_fault
     [mqtt]        enabled, url, robot_id, username, password, tls, ca_file, joint_states_hz
     [log]         path
@@ -176,6 +177,11 @@ class LoopConfig:
                               "lower latency: no wake-up, its caches stay warm); false: it "
                               "sleeps in select until the next frame; devices on a serial "
                               "port in the poise protocol only")
+    wire: bool = setting(True, "boolean", "a device on a serial port in the poise protocol "
+                         "is answered on the wire path: the sensor frame's bytes to the "
+                         "setpoint frame's bytes in one compiled call, the bookkeeping after "
+                         "the write (poise.controller.wirepath; needs compiled); false: each "
+                         "frame is decoded into objects first")
     cpu: int = setting(-1, "integer", "the CPU the loop thread runs on; the virtual device "
                        "runs on the others (Linux; poise.controller.affinity). -1: the last "
                        "CPU this process may use, when it may use three or more; -2: pin "
@@ -485,7 +491,7 @@ def _loop(t: _Table) -> LoopConfig:
         effort_feedforward=t.get("effort_feedforward"),
         switch_interval=t.get("switch_interval"), compiled=t.get("compiled"),
         priority=t.get("priority"), process=t.get("process"),
-        busy_poll=t.get("busy_poll"), cpu=t.get("cpu"),
+        busy_poll=t.get("busy_poll"), wire=t.get("wire"), cpu=t.get("cpu"),
     )
 
 

@@ -70,10 +70,16 @@ from poise.controller.timing import TimingStats
 
 if TYPE_CHECKING:
     from poise.controller.simdevice import SimDevice
+    from poise.controller.wirepath import WirePath
+    from poise.kernels.wire import WireBuffers
+
+    #: What the wire path prepares before a read: parameters, stepper, buffers, sequence no.
+    WireTurn = tuple[LiveParams, Any, WireBuffers, int]
 from poise.devices.base import Device, DeviceError, DeviceInfo, DeviceTimeout, Sample
 from poise.devices.factory import open_device
 from poise.firmware_bridge import messages as msg
 from poise.firmware_bridge.lifetime import fifo
+from poise.firmware_bridge.transport import RawRead
 from poise.ik.statics import solve_statics
 from poise.models.actuation import join, split
 
@@ -169,6 +175,7 @@ class Controller(SubscriberHub):
         self._target_cache: tuple[object, tuple[float, ...]] = (None, ())
         self._gc = CollectorPacing()  # the loop's (set when it starts)
         self._busy_poll = False  # loop.busy_poll, where the device supports it
+        self._wire: WirePath | None = None  # loop.wire, where the device has a wire path
         self._last: dict[str, Any] = {}
         self._holding = False
         self._last_frame_time = time.perf_counter()
@@ -257,6 +264,7 @@ class Controller(SubscriberHub):
                 self.device.configure(rate_hz=self.config.loop.rate,
                                       watchdog_ms=cfg.watchdog_ms)
                 self._busy_poll = self._poll_busily(self.config.loop.busy_poll)
+                self._wire = self._wire_path()
                 self.limits = SafetyLimits.build(
                     self.model.m, self.model.qa_min, self.model.qa_max,
                     self.config.limits.qa_min, self.config.limits.qa_max,
@@ -294,6 +302,15 @@ class Controller(SubscriberHub):
                     text=f"loop.busy_poll: {type(self.device).__name__} has no port to poll; "
                          "the loop sleeps between frames")
         return False
+
+    def _wire_path(self) -> WirePath | None:
+        """``loop.wire``: the wire path (:mod:`poise.controller.wirepath`) for a
+        poise-protocol serial device and compiled kernels, else None."""
+        if not self.config.loop.wire or not self.config.loop.compiled:
+            return None
+        from poise.controller.wirepath import wire_path
+
+        return wire_path(self.device, self.step.effort_feedforward)
 
     def prepare_kernels(self) -> None:
         """Compile (or load from the cache) the cycle's kernels, once per controller, before
@@ -449,6 +466,7 @@ class Controller(SubscriberHub):
 
     def _teardown(self) -> None:
         device, self.device = self.device, None
+        self._wire = None
         if device is not None:
             with contextlib.suppress(DeviceError):
                 if device.connected:
@@ -637,8 +655,11 @@ class Controller(SubscriberHub):
             device = self.device
             if device is None:
                 return
+            wire = self._wire
+            turn = None if wire is None else self._wire_turn(wire)
             try:
-                sample = device.read(timeout=hold_after)
+                got = device.read(timeout=hold_after) if wire is None else \
+                    wire.device.read_raw(hold_after)
             except DeviceTimeout:
                 self._no_frame(time.perf_counter() - self._last_frame_time)
                 self._gc.after_cycle()  # no frame for a while: still collect
@@ -647,6 +668,22 @@ class Controller(SubscriberHub):
                 self._device_failed(exc)
                 self._gc.after_cycle()
                 continue
+            if type(got) is RawRead:  # a read, not yet decoded: the wire cycle answers it
+                assert wire is not None
+                t0 = time.perf_counter()
+                period = self.period if prev is None else got.host_time - prev
+                if turn is not None and self._wire_cycle(wire, turn, got, t0, period):
+                    prev = got.host_time
+                    self._gc.after_cycle()
+                    busy_until = time.perf_counter()
+                    continue
+                wire.passed += 1
+                wire.device.feed_raw(got)  # the ordinary way: decoded, counted, queued
+                newest = wire.device.read_nowait()
+                if newest is None:  # part of a frame, or no sensor frame
+                    continue
+                got = newest
+            sample = got
             missed = coalesced = 0
             nowait = getattr(device, "read_nowait", None)  # a streaming device's queue
             while True:  # answer the newest frame only
@@ -798,11 +835,8 @@ class Controller(SubscriberHub):
                 self._fault(f"device error: {exc}")
                 return
             t_sent = time.perf_counter()
-            latency = t_sent - sample.host_time
-            self.timing_stats.record(period * 1e6, lateness * 1e6, (t_sent - t0) * 1e6,
-                                     latency * 1e6, latency > self.period)
+            self._sent(sample, qa_ref, tau_ff, t0, t_sent, lateness, period)
             x_meas, x_used = out.x_meas, out.x_used
-            self._last["qa_ref"], self._last["tau"] = qa_ref, (tau_ff or None)
             q_bar, residual = out.q_bar, out.residual
         else:
             x_meas = model.fk(q)
@@ -810,6 +844,83 @@ class Controller(SubscriberHub):
             stepper = self.step.stepper
             q_bar = stepper.q_bar if stepper is not None else q
             residual = math.nan
+        self._record(sample, st, p, q, measured, x_meas, x_used, q_bar, residual, qa_ref,
+                     tau_ff, t0, t_sent, lateness, period)
+
+    def _wire_turn(self, wire: WirePath) -> WireTurn | None:
+        """Before the read: what the wire path needs that does not depend on it (the
+        parameters, the stepper, its buffers, the setpoint's sequence number), or None when
+        the next cycle is the ordinary one's (not running, holding, just armed, an algorithm
+        switch, the reference stepper, the link down)."""
+        if self._sm.state is not State.RUNNING or self._holding or self._reset_pending or \
+                not self._target_set:
+            return None
+        p, stepper = self._params, self.step.stepper
+        if stepper is None or stepper.name != p.algorithm or not hasattr(stepper, "wire"):
+            return None
+        buffers = wire.buffers(stepper)
+        seq = wire.reserve(buffers)
+        return None if seq is None else (p, stepper, buffers, seq)
+
+    def _wire_cycle(self, wire: WirePath, turn: WireTurn, read: RawRead, t0: float,
+                    period: float) -> bool:
+        """Answer ``read`` on the wire path (:mod:`poise.controller.wirepath`) with what
+        :meth:`_wire_turn` prepared: False, with nothing changed, when this cycle is the
+        ordinary one's (anything changed since the turn was prepared, or a read the
+        compiled call leaves to it)."""
+        p, stepper, buffers, seq = turn
+        step = self.step
+        if self._sm.state is not State.RUNNING or self._params is not p or self._holding or \
+                step.stepper is not stepper or read.host_time <= self._armed_at:
+            return False
+        start = wire.newest(read)
+        if start < 0:
+            return False
+        wire.stamp(buffers, read)
+        try:
+            frame = read.data[start:] if start else read.data
+            if step.wire_cycle(p, buffers, frame) != stepper.WIRE_OK:
+                return False
+        except Exception:  # the ordinary cycle repeats it and reports it
+            return False
+        sent = wire.send(seq, buffers)
+        t_sent = time.perf_counter()
+        # from here on nothing delays the setpoint: the bookkeeping
+        out = step.wire_output()
+        qa_ref = tuple(out.qa.tolist())
+        tau_ff = tuple(out.tau.tolist()) if out.tau is not None else ()
+        if not sent:  # its number went to another frame meanwhile: framed anew
+            try:
+                wire.device.write(qa_ref, tau_ff or None)
+            except DeviceError as exc:
+                self._fault(f"device error: {exc}")
+            t_sent = time.perf_counter()
+        sample, skipped = wire.account(read, buffers, start)
+        if skipped:  # a burst: the older frames came while the loop was idle
+            self._count_skipped(0, skipped)
+        self._last_frame_time = sample.host_time
+        self._sent(sample, qa_ref, tau_ff, t0, t_sent, t0 - read.host_time, period)
+        self._record(sample, State.RUNNING, p, np.array(sample.q), sample.q, out.x_meas,
+                     out.x_used, out.q_bar, out.residual, qa_ref, tau_ff, t0, t_sent,
+                     t0 - read.host_time, period)
+        return True
+
+    def _sent(self, sample: Sample, qa_ref: tuple[float, ...], tau_ff: tuple[float, ...],
+              t0: float, t_sent: float, lateness: float, period: float) -> None:
+        """The timing of a cycle whose setpoint went out at ``t_sent``, and the setpoint."""
+        latency = t_sent - sample.host_time
+        self.timing_stats.record(period * 1e6, lateness * 1e6, (t_sent - t0) * 1e6,
+                                 latency * 1e6, latency > self.period)
+        self._last["qa_ref"], self._last["tau"] = qa_ref, (tau_ff or None)
+
+    def _record(self, sample: Sample, st: State, p: LiveParams, q: np.ndarray,
+                measured: tuple[float, ...], x_meas: Any, x_used: Any, q_bar: Any,
+                residual: float, qa_ref: tuple[float, ...], tau_ff: tuple[float, ...],
+                t0: float, t_sent: float, lateness: float, period: float) -> None:
+        """What a cycle leaves behind: the last values (``q`` the measured configuration,
+        ``measured`` the same as a tuple), the cycle record for the subscribers and the
+        ring."""
+        status = sample.status
         target = self._target_tuple(p)
         x_meas_t = tuple(x_meas.tolist())
         x_t = x_meas_t if x_used is x_meas else tuple(np.asarray(x_used).tolist())
@@ -900,6 +1011,8 @@ class Controller(SubscriberHub):
             "statics_fallbacks": getattr(st, "fallbacks", 0),
             "dispatch": dataclasses.asdict(self.dispatcher.stats),
             "realtime": {**self._realtime, "gc_between_cycles": list(self._gc.collections)},
+            "wire": {} if self._wire is None else
+            {"answered": self._wire.answered, "passed": self._wire.passed},
         }
         out.update(self._device_summary())
         return _clean(out)

@@ -32,6 +32,7 @@ from poise.models.base import FloatArray, MechanicalModel
 
 if TYPE_CHECKING:
     from poise.kernels.warmup import WarmUpReport
+    from poise.kernels.wire import WireBuffers
 
 
 def stepper_factory(model: MechanicalModel, compiled: bool = True, *, dynamics: bool = False
@@ -133,6 +134,7 @@ class ControlStep:
         self._limit_cache: tuple[SafetyLimits, float, tuple[FloatArray, ...]] | None = None
         #: Cycles in which the anti-windup held an actuator's setpoint.
         self.windup_holds = 0
+        self._wired: tuple[FloatArray, FloatArray] = (np.zeros(0), np.zeros(0))  # h(q), x used
 
     def make_plan(self, target: FloatArray, q_measured: FloatArray | None,
                   tol: float, params: LiveParams | None = None) -> TargetPlan:
@@ -231,6 +233,42 @@ class ControlStep:
         if status & stepper.HELD:
             self.windup_holds += 1
         return x_meas, x_used
+
+    def wire_cycle(self, p: LiveParams, buffers: WireBuffers, data: bytes) -> int:
+        """:meth:`update` from the bytes of one read to the bytes of its setpoint, in one
+        compiled call (:meth:`~poise.kernels.steppers.CompiledStepper.wire`) for a compiled
+        stepper of ``p.algorithm`` already running (call :meth:`wire_output` next).
+
+        Returns:
+            The outcome (:mod:`poise.kernels.wire`). With ``WIRE_OK`` the setpoint frame
+            is in ``buffers``; with any other nothing changed, and the caller runs
+            :meth:`update` on the decoded frame (which decides and reports the same).
+        """
+        stepper: Any = self.stepper
+        fb = p.mode == "fb"
+        approach = (self.goal, self._move_goal, self.move, self._move_time)
+        try:
+            move_qa = self._approach(stepper, self.period)
+            outcome, x_meas, x_used, g_status = stepper.wire(
+                p, fb, move_qa, fb and move_qa is None, self._limit_arrays(), self.period,
+                buffers, data)
+        except BaseException:
+            self.goal, self._move_goal, self.move, self._move_time = approach
+            raise
+        if outcome != stepper.WIRE_OK:  # update() will take this cycle: as if not begun
+            self.goal, self._move_goal, self.move, self._move_time = approach
+            return outcome
+        if g_status & stepper.HELD:
+            self.windup_holds += 1
+        self._wired = (x_meas, x_used)
+        return outcome
+
+    def wire_output(self) -> StepOutput:
+        """What the last :meth:`wire_cycle` decided, as :meth:`update` returns it."""
+        stepper: Any = self.stepper
+        x_meas, x_used = self._wired
+        return StepOutput(stepper.qa, stepper.tau if self.effort_feedforward else None,
+                          x_used, x_meas, stepper.q_bar, stepper.residual)
 
     def reset(self, q: FloatArray, algorithm: str) -> None:
         """Bumpless (re)start from the measured configuration ``q``."""

@@ -25,7 +25,7 @@ from poise.firmware_bridge.link import (
     LinkError,
     SensorSample,
 )
-from poise.firmware_bridge.transport import SerialLink
+from poise.firmware_bridge.transport import RawRead, SerialLink
 
 
 def _code_name(code: int) -> str:
@@ -113,6 +113,33 @@ class WireDevice:
             return to_sample(self.link.next_sensors(timeout))
         except DeviceTimeoutError as exc:
             raise DeviceTimeout(f"{self.port}: {exc}") from None
+
+    def read_raw(self, timeout: float | None = None) -> Sample | RawRead:
+        """:meth:`read` for a loop that answers a read itself (the wire cycle,
+        :mod:`poise.controller.wirepath`): a sample already decoded, or the undecoded bytes
+        of the next read (:meth:`feed_raw` them unless :meth:`answered`).
+
+        Raises:
+            DeviceTimeout: nothing in time.
+        """
+        try:
+            got = self.link.next_read(timeout)
+        except DeviceTimeoutError as exc:
+            raise DeviceTimeout(f"{self.port}: {exc}") from None
+        return got if type(got) is RawRead else to_sample(got)  # type: ignore[arg-type]
+
+    def feed_raw(self, read: RawRead) -> None:
+        """Decode a read of :meth:`read_raw` as usual (its samples: :meth:`read_nowait`)."""
+        self.link.feed(read)
+
+    def answered(self, read: RawRead, seq: int, timestamp_us: int, sensors: msg.Sensors,
+                 start: int = 0) -> tuple[Sample, int]:
+        """Account for a read of :meth:`read_raw` whose last frame, from byte ``start``, was
+        a Sensors frame the caller decoded and answered (the link's statistics, as if it had
+        decoded the whole read); its sample and how many sensor frames came before it in the
+        read (skipped: only the newest is answered)."""
+        frame, skipped = self.link.answered(read, seq, timestamp_us, sensors, start)
+        return to_sample(frame), skipped
 
     def poll_busily(self, on: bool) -> bool:
         """``loop.busy_poll``: the thread that reads polls the port without sleeping between

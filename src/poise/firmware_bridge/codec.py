@@ -248,7 +248,7 @@ class StreamDecoder:
         or does not decode (:meth:`feed` it then: it decodes and counts). Counts nothing:
         the caller counts the frame it accepts (:meth:`count_whole`)."""
         n = len(data)
-        if self._buf or self._overflow or n > MAX_WIRE_FRAME or data.find(b"\x00") != n - 1:
+        if self.pending or n > MAX_WIRE_FRAME or data.find(b"\x00") != n - 1:
             return None
         try:
             raw = cobs_decode(data[:-1])
@@ -258,6 +258,11 @@ class StreamDecoder:
                 binascii.crc_hqx(raw[:-2], 0) != int.from_bytes(raw[-2:], "little"):
             return None
         return raw
+
+    @property
+    def pending(self) -> bool:
+        """Whether bytes of an unfinished frame (or an over-long run) are held."""
+        return bool(self._buf) or self._overflow
 
     def count_whole(self, data: bytes) -> None:
         """Count ``data``, a frame :meth:`whole` decoded and the caller accepted."""

@@ -519,21 +519,16 @@ class LinkCore:
             self.requests.pop(seq, None)
 
     # ------------------------------------------------------------- rx
-    def feed(self, data: bytes, now: float | None = None) -> None:
-        """Decode ``data`` (read at ``now``): count, deliver sensors and faults, collect the
-        handshake, match acknowledgements."""
+    def feed(self, data: bytes, now: float | None = None, deliver: bool = True) -> None:
+        """Decode ``data`` (read at ``now``): count, deliver sensors (``deliver`` False: keep
+        only the newest as :attr:`last_sensors`) and faults, collect the handshake, match
+        acknowledgements."""
         if now is None:
             now = self.clock()
         self.rx_bytes += len(data)
         one = self.decoder.sensors(data)  # the usual read: one whole sensor frame
         if one is not None:
-            seq, timestamp, sensors = one
-            self.stats.rx_frames += 1
-            self.rx_valid += 1
-            self._check_seq(seq)
-            self._sensors(seq, timestamp, sensors, now)
-            if self.state is LinkState.HANDSHAKE:
-                self._check_handshake(now)
+            self._one_sensors(*one, now, deliver)
             return
         for fr in self.decoder.feed(data):
             self.stats.rx_frames += 1
@@ -541,7 +536,7 @@ class LinkCore:
             self._check_seq(fr.header.seq)
             msg = fr.message
             if isinstance(msg, m.Sensors):
-                self._sensors(fr.header.seq, fr.header.timestamp_us, msg, now)
+                self._sensors(fr.header.seq, fr.header.timestamp_us, msg, now, deliver)
             elif isinstance(msg, m.Hello):
                 self.hello = msg
                 self.channels = {}
@@ -559,6 +554,47 @@ class LinkCore:
         if self.state is LinkState.HANDSHAKE:
             self._check_handshake(now)
 
+    def answered(self, data: bytes, seq: int, timestamp_us: int, msg: m.Sensors, now: float
+                 ) -> SensorSample:
+        """Account for ``data`` (read at ``now``), one whole Sensors frame that the caller
+        decoded and answered itself (the control loop's wire cycle), exactly as :meth:`feed`
+        counts it, but deliver it to nobody; its sample."""
+        self.rx_bytes += len(data)
+        self.decoder.count_whole(data)
+        return self._one_sensors(seq, timestamp_us, msg, now, deliver=False)
+
+    def _one_sensors(self, seq: int, timestamp_us: int, msg: m.Sensors, now: float,
+                     deliver: bool) -> SensorSample:
+        """A read that was one whole Sensors frame: counted, its sample made (and delivered)."""
+        self.stats.rx_frames += 1
+        self.rx_valid += 1
+        self._check_seq(seq)
+        sample = self._sensors(seq, timestamp_us, msg, now, deliver)
+        if self.state is LinkState.HANDSHAKE:
+            self._check_handshake(now)
+        return sample
+
+    def reserve_setpoint(self) -> tuple[int, int] | None:
+        """The sequence number and timestamp [µs] the next setpoint goes out with, for a
+        caller that frames it itself (:meth:`sent_setpoint` once written); None while not
+        connected."""
+        if not self.connected:
+            return None
+        return self._tx_seq, self.timestamp_us(self.clock())
+
+    def timestamp_us(self, now: float) -> int:
+        """The header timestamp of a frame sent at ``now`` [µs since the link was made]."""
+        return int((now - self._t0) * 1e6)
+
+    def sent_setpoint(self, seq: int, now: float) -> bool:
+        """Record a setpoint framed with :meth:`reserve_setpoint`'s ``seq`` as sent at
+        ``now``, as :meth:`setpoint` records its own; False (nothing recorded: frame it
+        again) when that number went to another frame meanwhile or the link went down."""
+        if seq != self._tx_seq or not self.connected:
+            return False
+        self._stamp(now, True)
+        return True
+
     def _check_seq(self, seq: int) -> None:
         exp = self._rx_expected
         self._rx_expected = (seq + 1) & 0xFFFF
@@ -571,7 +607,8 @@ class LinkCore:
         else:
             self.stats.duplicates += 1
 
-    def _sensors(self, seq: int, timestamp_us: int, msg: m.Sensors, now: float) -> None:
+    def _sensors(self, seq: int, timestamp_us: int, msg: m.Sensors, now: float,
+                 deliver: bool = True) -> SensorSample:
         st = self.stats
         st.sensor_frames += 1
         st._rate_frames += 1
@@ -595,8 +632,9 @@ class LinkCore:
             self._last_sp_echo = sp
         sample = SensorSample(now, seq, timestamp_us, msg)
         self.last_sensors = sample
-        if self.on_sensors:
+        if deliver and self.on_sensors:
             self.on_sensors(sample)
+        return sample
 
     # ------------------------------------------------------------- handshake
     def _hello_request(self, now: float) -> bytes:

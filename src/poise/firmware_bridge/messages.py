@@ -568,6 +568,15 @@ class MessageDecoder:
         stream.count_whole(data)
         return seq, timestamp, msg
 
+    def count_whole(self, data: bytes) -> None:
+        """Count ``data``, one whole frame decoded elsewhere, as :meth:`sensors` counts it."""
+        self._stream.count_whole(data)
+
+    @property
+    def pending(self) -> bool:
+        """Whether part of a frame waits for its rest (a read is then not one whole frame)."""
+        return self._stream.pending
+
     def feed(self, data: bytes) -> list[Frame]:
         out: list[Frame] = []
         counters = self._stream.counters

@@ -28,7 +28,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, NamedTuple, TypeVar
 
 import serial
 import serial_asyncio_fast
@@ -60,6 +60,7 @@ __all__ = [
     "NotConnectedError",
     "PortBusyError",
     "PortNotFoundError",
+    "RawRead",
     "SchemaMismatchError",
     "SensorSample",
     "SerialLink",
@@ -280,6 +281,18 @@ class _Protocol(asyncio.Protocol):
             self.link._close_port(self.transport, release=False)
 
 
+class RawRead(NamedTuple):
+    """What one read of the port returned, not yet decoded (:meth:`SerialLink.next_read`).
+
+    Attributes:
+        data: the bytes.
+        host_time: ``time.perf_counter()`` right after the read [s] (the samples' clock).
+    """
+
+    data: bytes
+    host_time: float
+
+
 def _wait_readable(fd: int, timeout: float, busy: bool) -> bool:
     """Whether ``fd`` has bytes within ``timeout`` [s]: sleeping in ``select``, or with
     ``busy`` polling it (``select`` with a zero timeout) until then."""
@@ -460,6 +473,18 @@ class SerialLink(_Link[m.Ack]):
         meanwhile only polls the core (heartbeats, retries, reconnects). When nobody has
         called for :data:`CALLER_READS` seconds the reader thread reads again (acknowledgements
         during a handshake or while no loop runs)."""
+        got = self._next(timeout, keep=False)
+        assert type(got) is SensorSample
+        return got
+
+    def next_read(self, timeout: float | None = None) -> SensorSample | RawRead:
+        """:meth:`next_sensors` for a caller that answers a read itself (the control loop's
+        wire cycle): a sample already decoded (the reader thread's) if there is one, else the
+        bytes of the next read of the port, not yet decoded, with their time (:meth:`feed`
+        them unless :meth:`answered`)."""
+        return self._next(timeout, keep=True)
+
+    def _next(self, timeout: float | None, keep: bool) -> SensorSample | RawRead:
         t = self.timeout if timeout is None else timeout
         try:
             sample = self.sensors_nowait()
@@ -474,11 +499,14 @@ class SerialLink(_Link[m.Ack]):
                     self._wake = min(self._poll(), now + IDLE_POLL)
                 left = max(deadline - time.perf_counter(), 0.0)
                 self._caller_until = math.inf  # reading here until this call returns
-                if not self._read_here(min(left, max(self._wake - now, 0.0))):  # no port
+                read = self._read_here(min(left, max(self._wake - now, 0.0)), keep)
+                if not read:  # no port
                     try:
                         return self._queue.get(timeout=left)
                     except queue.Empty:
                         raise self._no_sample(t) from None
+                if type(read) is RawRead:
+                    return read
                 sample = self.sensors_nowait()
                 if sample is not None:
                     return sample
@@ -487,16 +515,62 @@ class SerialLink(_Link[m.Ack]):
         finally:
             self._caller_until = time.perf_counter() + CALLER_READS
 
+    def feed(self, read: RawRead) -> None:
+        """Decode a read :meth:`next_read` returned, as if this link had read it (its samples
+        go to :meth:`sensors_nowait`)."""
+        with self._lock:
+            self.core.feed(read.data, read.host_time)
+
+    def answered(self, read: RawRead, seq: int, timestamp_us: int, msg: m.Sensors,
+                 start: int = 0) -> tuple[SensorSample, int]:
+        """Account for a read of :meth:`next_read` whose last frame, ``read.data[start:]``,
+        the caller decoded (one whole Sensors frame ``msg``) and answered
+        (:meth:`LinkCore.answered`); the whole frames before it (a burst) are decoded and
+        counted first, in order, and delivered to nobody. Returns the sample and how many
+        sensor frames came before it (skipped)."""
+        with self._lock:
+            core = self.core
+            skipped = 0
+            if start:
+                before = core.stats.sensor_frames
+                core.feed(read.data[:start], read.host_time, deliver=False)
+                skipped = core.stats.sensor_frames - before
+            return core.answered(read.data[start:], seq, timestamp_us, msg,
+                                 read.host_time), skipped
+
+    def reserve_setpoint(self) -> tuple[int, int] | None:
+        """:meth:`LinkCore.reserve_setpoint`: the next setpoint's sequence number and
+        timestamp, for a caller that frames it (None while not connected)."""
+        with self._lock:
+            return self.core.reserve_setpoint()
+
+    @property
+    def pending(self) -> bool:
+        """Whether part of a frame waits in the decoder for the rest (the start of the next
+        read then belongs to it)."""
+        return self.core.decoder.pending
+
+    def send_reserved(self, seq: int, frame: bytes | memoryview) -> bool:
+        """Write a setpoint frame the caller made with :meth:`reserve_setpoint`'s ``seq``;
+        False, nothing written, when that number went to another frame meanwhile (make it
+        again) or the link went down."""
+        with self._lock:
+            if not self.core.sent_setpoint(seq, self.core.clock()):
+                return False
+        if not self._put(self._handle, frame):
+            self.core.stats.tx_dropped += 1
+        return True
+
     def sensors_nowait(self) -> SensorSample | None:
         """The next sensor frame already decoded, or None (no system call, no exception: a
         control loop's drain of newer frames)."""
         q = self._queue
         return q.get_nowait() if q.qsize() else None
 
-    def _read_here(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` s for bytes on the port and feed them, in the calling
-        thread; False when the port has no descriptor to wait on (closed, reconnecting,
-        or not a POSIX port)."""
+    def _read_here(self, timeout: float, keep: bool = False) -> bool | RawRead:
+        """Wait up to ``timeout`` s for bytes on the port and feed them (with ``keep``
+        return them undecoded, when there were any), in the calling thread; False when the
+        port has no descriptor to wait on (closed, reconnecting, or not a POSIX port)."""
         with self._rx_lock:  # the reader thread may be finishing a read of its own
             ser = self._handle
             fd = getattr(ser, "fd", None)
@@ -510,6 +584,8 @@ class SerialLink(_Link[m.Ack]):
             except OSError:
                 data = None
             if data:
+                if keep:
+                    return RawRead(data, self.core.clock())
                 self._feed(data)
                 return True
         if data is None or ready:  # an error, or ready with nothing: unplugged
@@ -577,6 +653,8 @@ class SerialLink(_Link[m.Ack]):
                     time.sleep(self._idle(wake))
                 continue
             with self._rx_lock:
+                if time.perf_counter() < self._caller_until:  # a caller took over meanwhile:
+                    continue  # its reads (next_read's undecoded ones too) go first
                 try:
                     data = ser.read(max(1, ser.in_waiting))
                 except _PORT_ERRORS:

@@ -37,6 +37,7 @@ from poise.kernels import (
     planar_pcc,
     planar_tree,
     steps,
+    wire,
 )
 from poise.kernels.packed import PACKERS, NoKernelsError, PackedModel, has_kernels, pack
 from poise.kernels.steppers import (
@@ -50,7 +51,7 @@ from poise.kernels.warmup import WarmUpReport, warm_up
 
 #: Every module of compiled functions, whose stale cache :func:`cache.ensure_fresh` removes.
 KERNEL_MODULES = (blocks, cycle, dh_chain, dh_ik, guard, held_solve, linalg, planar_pcc,
-                  planar_tree, steps)
+                  planar_tree, steps, wire)
 cache.ensure_fresh(cache.dispatchers(KERNEL_MODULES))
 
 __all__ = [

@@ -27,6 +27,7 @@ from poise.ik.result import InvalidInputError
 from poise.ik.statics import solve_statics
 from poise.kernels import cycle as one_call
 from poise.kernels import guard, steps
+from poise.kernels import wire as wire_kernel
 from poise.kernels.blocks import Layout
 from poise.kernels.packed import PackedModel, has_kernels, pack
 from poise.models.actuation import join, split
@@ -66,6 +67,8 @@ class CompiledStepper:
     name = ""
     #: Status bits of :meth:`guard`.
     NONFINITE, HELD = guard.NONFINITE, guard.HELD
+    #: The outcome of :meth:`wire` that committed a cycle and made its setpoint frame.
+    WIRE_OK = wire_kernel.WIRE_OK
 
     def __init__(self, model: MechanicalModel, packed: PackedModel | None = None) -> None:
         from poise.controller import stepper as reference  # the constants' owner
@@ -147,6 +150,22 @@ class CompiledStepper:
             numpy.linalg.LinAlgError: a singular matrix in the update (as :meth:`propose`).
             InvalidInputError: parameters the algorithm refuses (as :meth:`propose`).
         """
+        knobs, limits = self._load(p, fb, windup, saturated, arrays, dt)
+        old = self._state
+        scratch = self._scratch
+        new, x_meas, p_status, g_status, c_status, finite = one_call.cycle(
+            self._args, old, _f64(q), self._pv[0],
+            _NO_MOVE if move_qa is None else _f64(move_qa), self._A, limits, knobs, scratch)
+        if p_status != steps.OK:
+            raise np.linalg.LinAlgError(f"{self.name} step: singular matrix")
+        if not g_status & self.NONFINITE:
+            self._took(new, int(c_status), finite)
+        return x_meas, x_meas if fb else old[self._x], int(g_status)
+
+    def _load(self, p: StepParams, fb: bool, windup: bool, saturated: bool,
+              arrays: tuple[FloatArray, ...], dt: float) -> tuple[FloatArray, FloatArray]:
+        """The ``knobs`` and ``limits`` a cycle kernel takes, updated for this cycle (the
+        live parameters and limits converted only when they changed)."""
         knobs = self._knobs
         if p is not self._knobs_of or p is not self._p:  # new parameters: convert once
             values = self._values(p)
@@ -171,20 +190,51 @@ class CompiledStepper:
                                 (one_call.L_RATE, rate)):
                 limits[row] = values
             self._limit_rows_of = (arrays, self._qa_min, self._qa_max)
-        old = self._state
+        return knobs, limits
+
+    def _took(self, new: FloatArray, c_status: int, finite: bool) -> None:
+        """Accept a cycle kernel's committed state (its proposal and q̄a sent are in the
+        scratch array)."""
         scratch = self._scratch
-        new, x_meas, p_status, g_status, c_status, finite = one_call.cycle(
-            self._args, old, _f64(q), self._pv[0],
-            _NO_MOVE if move_qa is None else _f64(move_qa), self._A, limits, knobs, scratch)
-        if p_status != steps.OK:
-            raise np.linalg.LinAlgError(f"{self.name} step: singular matrix")
         n = scratch.size - self._m
         self._proposed = scratch[:n]
-        if not g_status & self.NONFINITE:
-            self._accept(new, int(c_status), scratch[n:])
-            #: Whether the state after the last cycle is finite (:meth:`finite`).
-            self.cycle_finite = finite if self._state is new else self.finite()
-        return x_meas, x_meas if fb else old[self._x], int(g_status)
+        self._accept(new, c_status, scratch[n:])
+        #: Whether the state after the last cycle is finite (:meth:`finite`).
+        self.cycle_finite = finite if self._state is new else self.finite()
+
+    def wire(self, p: StepParams, fb: bool, move_qa: FloatArray | None, windup: bool,
+             arrays: tuple[FloatArray, ...], dt: float, buffers: wire_kernel.WireBuffers,
+             data: bytes) -> tuple[int, FloatArray, FloatArray, int]:
+        """:meth:`cycle` from the bytes of one read to the bytes of its setpoint
+        (:func:`poise.kernels.wire.wire_cycle`; ``buffers`` holds its scratch, ``io`` and
+        output; the effort saturation comes from the frame's status).
+
+        Returns:
+            ``(outcome, h(q), x used by the IK, guard status)``. With
+            :data:`~poise.kernels.wire.WIRE_OK` the
+            state is committed and the setpoint frame is in ``buffers.out``; with any other
+            outcome nothing changed (the caller runs :meth:`cycle` on the decoded frame).
+        """
+        knobs, limits = self._load(p, fb, windup, False, arrays, dt)
+        b = buffers
+        old = self._state
+        outcome, new, x_meas, g_status = wire_kernel.wire_cycle(
+            np.frombuffer(data, np.uint8), len(data), b.raw, b.f32, b.io, self._args, old,
+            self._pv[0], _NO_MOVE if move_qa is None else _f64(move_qa), self._A, limits,
+            knobs, self._scratch, b.out)
+        if outcome == wire_kernel.WIRE_OK:
+            self._took(new, steps.OK, True)
+        return int(outcome), x_meas, x_meas if fb else old[self._x], int(g_status)
+
+    def wire_buffers(self, *, version: int, sensors_type: int, setpoint_type: int,
+                     feedforward: bool, armed_bit: int, saturated_bit: int
+                     ) -> wire_kernel.WireBuffers:
+        """The buffers :meth:`wire` works in for this stepper's layout (a link's protocol
+        version, message types and status bits; ``feedforward``: τ_ff goes out)."""
+        return wire_kernel.WireBuffers(
+            self.model.n, self._m, version=version, sensors_type=sensors_type,
+            setpoint_type=setpoint_type, feedforward=feedforward, qa_lo=self._qa.start,
+            ga_lo=self._ga.start, armed_bit=armed_bit, saturated_bit=saturated_bit)
 
     def finite(self) -> bool:
         """Whether q̄, q̄a, τ_ff (and q̄u, x̄, G_u between them) are all finite."""
