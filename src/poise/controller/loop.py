@@ -889,16 +889,20 @@ class Controller(SubscriberHub):
         out = step.wire_output()
         qa_ref = tuple(out.qa.tolist())
         tau_ff = tuple(out.tau.tolist()) if out.tau is not None else ()
+        failed = None
         if not sent:  # its number went to another frame meanwhile: framed anew
             try:
                 wire.device.write(qa_ref, tau_ff or None)
             except DeviceError as exc:
-                self._fault(f"device error: {exc}")
+                failed = exc
             t_sent = time.perf_counter()
         sample, skipped = wire.account(read, buffers, start)
         if skipped:  # a burst: the older frames came while the loop was idle
             self._count_skipped(0, skipped)
         self._last_frame_time = sample.host_time
+        if failed is not None:  # as the ordinary cycle: the read counted, nothing recorded
+            self._fault(f"device error: {failed}")
+            return True
         self._sent(sample, qa_ref, tau_ff, t0, t_sent, t0 - read.host_time, period)
         self._record(sample, State.RUNNING, p, np.array(sample.q), sample.q, out.x_meas,
                      out.x_used, out.q_bar, out.residual, qa_ref, tau_ff, t0, t_sent,
