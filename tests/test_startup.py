@@ -25,7 +25,8 @@ from poise.controller.config import ConfigError, load_config
 from poise.controller.loop import Controller
 from poise.controller.rtproc import RealtimeController, RealtimeError
 from poise.controller.state import State
-from poise.devices.factory import launch_virtual_device
+from poise.controller.simdevice import launch_early
+from poise.devices.factory import early_device_spec
 from poise.examples import EXAMPLES_DIR
 from poise.firmware_bridge.lifetime import fifo
 from poise.telemetry.broker import EmbeddedBroker, embedded_broker_needed, free_port
@@ -111,8 +112,8 @@ def test_the_whole_parser_loads_neither_the_controller_nor_numba_nor_scipy():
 
 def test_a_launched_virtual_device_is_the_one_the_first_connect_opens_below_the_loop():
     cfg = config(loop__priority=20, loop__process="shared")
-    launched = launch_virtual_device(cfg.device, model=cfg.model.name, rate=cfg.loop.rate,
-                                     priority=cfg.loop.priority)
+    launched = launch_early(early_device_spec(cfg.device, model=cfg.model.name,
+                                              rate=cfg.loop.rate, priority=cfg.loop.priority))
     assert launched is not None
     ctl = Controller(cfg, launched=launched)
     try:
@@ -135,15 +136,30 @@ def test_a_launched_virtual_device_is_the_one_the_first_connect_opens_below_the_
 
 def test_a_launched_virtual_device_that_is_never_connected_is_stopped_by_close():
     cfg = config(loop__process="shared")
-    launched = launch_virtual_device(cfg.device, model=cfg.model.name, rate=cfg.loop.rate,
-                                     priority=0)
+    launched = launch_early(early_device_spec(cfg.device, model=cfg.model.name,
+                                              rate=cfg.loop.rate, priority=0))
     assert launched is not None and launched.running
     assert "--fifo-priority" not in cmdline(launched.proc.pid)  # no real-time priority: none
     Controller(cfg, launched=launched).close()
     assert not launched.running
     # no virtual device for another port or protocol
     other = config(device__port="/dev/null")
-    assert launch_virtual_device(other.device, model="x", rate=100, priority=20) is None
+    assert early_device_spec(other.device, model="x", rate=100, priority=20) is None
+
+
+def test_the_real_time_process_launches_its_device_before_importing_numpy_or_its_config():
+    # spawn imports the target's module before running it: the boot's imports are all that
+    # comes before the launch (the configuration is unpickled after it)
+    mods = loaded_after("import poise.controller.rtboot")
+    assert not {m for m in mods if m.split(".")[0] in ("numpy", "scipy", "numba")}, \
+        sorted(m for m in mods if m.split(".")[0] in ("numpy", "scipy", "numba"))
+    assert {m for m in mods if m.startswith("poise.")} <= {
+        "poise.controller", "poise.controller.rtboot", "poise.controller.simdevice"}, \
+        sorted(m for m in mods if m.startswith("poise."))
+    # nor does the simulator or the controller's stability bound load SciPy on import
+    # (0.3 s of each process's start-up: loaded where a numpy reference path first needs it)
+    mods = loaded_after("import poise.sim, poise.controller.stability, poise.ik.clik")
+    assert not {m for m in mods if m.split(".")[0] == "scipy"}
 
 
 def test_the_real_time_process_launches_its_virtual_device_early():

@@ -15,7 +15,7 @@ import sys
 import threading
 from collections.abc import Callable, Mapping
 from multiprocessing import connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,6 +24,9 @@ from poise.controller.config import Config, ConfigError
 from poise.controller.ring import CycleRing, RingError
 from poise.controller.state import State
 from poise.firmware_bridge.lifetime import fifo, parent_alive, watch_parent
+
+if TYPE_CHECKING:
+    from poise.controller.simdevice import SimDevice
 
 #: How often the child's event thread looks for a changed ``params`` or plan when no event
 #: wakes it [Hz] (cycle records go into the ring from the loop thread itself).
@@ -241,31 +244,23 @@ class _Child:
 
 def child_main(config: Config, ring_name: str, down: connection.Connection,
                 estop: connection.Connection, up: connection.Connection,
-                parent_pid: int, gain_origins: GainOrigins | None = None) -> None:
-    """The real-time process's main thread: ``built`` once its controller is, ``hello`` when
-    it serves. ``gain_origins``: check the configuration's gains against the stability bound
-    in between (see
+                parent_pid: int, gain_origins: GainOrigins | None = None, *,
+                launched: SimDevice | None = None) -> None:
+    """The real-time process's main thread (after :func:`poise.controller.rtboot.boot`):
+    ``built`` once its controller is, ``hello`` when it serves. ``gain_origins``: check the
+    configuration's gains against the stability bound in between (see
     :func:`~poise.controller.params.check_configured_gains`; a refusal is a ``ConfigError``
-    in the parent)."""
-    # loop.cpu: the virtual device runs on the CPUs the loop thread leaves (set once it has
-    # started: its imports use every CPU); the controller pins its loop thread
-    from poise.controller.affinity import plan_cpus
-
-    plan = plan_cpus(config.loop.cpu)[0]
+    in the parent). ``launched``: the virtual device the boot started (its imports and plant
+    overlap ours; it takes its real-time priority, one below ours, once started)."""
     # signal handlers only note the signal (an Event.set there could deadlock on the
     # event's lock held by the interrupted main thread); the main loop polls it
     signalled: list[int] = []
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides (Ctrl-C reaches both)
     signal.signal(signal.SIGTERM, lambda signum, _: signalled.append(signum))
     if not watch_parent(parent_pid, lambda: signalled.append(signal.SIGHUP)):
+        if launched is not None:
+            launched.stop()
         return
-    # the virtual device (port "sim") starts now, at the normal scheduler: its imports and
-    # plant overlap ours (it takes its real-time priority, one below ours, once started)
-    from poise.devices.factory import launch_virtual_device
-
-    launched = launch_virtual_device(config.device, model=config.model.name,
-                                     rate=config.loop.rate, priority=config.loop.priority,
-                                     cpus=plan and plan.others)
     try:
         from poise.controller.loop import Controller
 

@@ -46,6 +46,7 @@ import dataclasses
 import itertools
 import multiprocessing as mp
 import os
+import pickle
 import queue
 import threading
 import time
@@ -65,11 +66,11 @@ from poise.controller.bus import (
 from poise.controller.config import Config, ConfigError, build_model
 from poise.controller.dispatch import CommandDispatcher
 from poise.controller.ring import DEFAULT_CAPACITY, CycleRing, RingError
+from poise.controller.rtboot import boot
 from poise.controller.rtchild import (
     PUMP_HZ,
     RESPONSE_NAME,
     GainOrigins,
-    child_main,
     clean,
     plain,
 )
@@ -116,6 +117,17 @@ class _ChildUrgent:
         with contextlib.suppress(RealtimeError):
             self.owner._call("stop_urgent", timeout=timeout)
         self.connected.clear()
+
+
+def _early_device(config: Config) -> dict[str, Any] | None:
+    """What the real-time process launches first: the virtual device of ``config`` (``port =
+    "sim"``), on the CPUs the control loop leaves (``loop.cpu``); else None."""
+    from poise.controller.affinity import plan_cpus
+    from poise.devices.factory import early_device_spec
+
+    plan = plan_cpus(config.loop.cpu)[0]
+    return early_device_spec(config.device, model=config.model.name, rate=config.loop.rate,
+                             priority=config.loop.priority, cpus=plan and plan.others)
 
 
 class RealtimeController(SubscriberHub):
@@ -182,9 +194,11 @@ class RealtimeController(SubscriberHub):
         down_r, self._down = ctx.Pipe(duplex=False)
         estop_r, self._estop = ctx.Pipe(duplex=False)
         self._up, up_w = ctx.Pipe(duplex=False)
-        self._proc = ctx.Process(target=child_main, name="poise-realtime", daemon=True,
-                                 args=(config, self._ring.name, down_r, estop_r, up_w,
-                                       os.getpid(),
+        # the child launches the virtual device before its own imports: what it needs for
+        # that comes as plain values, the configuration pickled (unpickled after the launch)
+        self._proc = ctx.Process(target=boot, name="poise-realtime", daemon=True,
+                                 args=(_early_device(config), pickle.dumps(config),
+                                       self._ring.name, down_r, estop_r, up_w, os.getpid(),
                                        dict(origins or {}) if check_gains else None))
         try:
             self._proc.start()

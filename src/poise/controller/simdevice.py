@@ -22,7 +22,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 #: Environment variable that replaces ``python -m poise device sim`` (e.g. another simulator;
 #: it gets the same flags, including ``--link PATH --own-link-dir --parent-pid PID``).
@@ -187,3 +188,15 @@ class SimDevice:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def launch_early(spec: Mapping[str, Any]) -> SimDevice | None:
+    """Start the virtual device of ``spec`` (:class:`SimDevice`'s keyword arguments, from
+    :func:`poise.devices.factory.early_device_spec`) without waiting for it; None when the
+    OS refuses (opening the device starts one again then, and reports why)."""
+    sim = SimDevice(**spec)
+    try:
+        return sim.launch()
+    except OSError:
+        sim.stop()
+        return None

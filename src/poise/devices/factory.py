@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from poise.devices.base import Device, DeviceError
 from poise.firmware_bridge import messages as msg
@@ -66,7 +66,7 @@ def open_device(cfg: DeviceConfig, *, model: str, m: int, rate: float,
         reconnect: poise-protocol links re-open after an unplug.
         qa_min, qa_max: the model's actuator limits: those of the default Dynamixel table
             (without ``[[device.servos]]``), instead of ∓ one spool turn.
-        launched: for ``port = "sim"``, the virtual device :func:`launch_virtual_device`
+        launched: for ``port = "sim"``, the virtual device of :func:`early_device_spec`
             started earlier (it has been importing and building its plant meanwhile); else
             one is started here, on the CPUs ``cpus`` (``None``: any).
 
@@ -89,37 +89,42 @@ def open_device(cfg: DeviceConfig, *, model: str, m: int, rate: float,
     return Opened(dev, cfg.port)
 
 
+def virtual_device_spec(cfg: DeviceConfig, *, model: str, rate: float,
+                        fifo_priority: int | None = None,
+                        cpus: frozenset[int] | None = None) -> dict[str, Any]:
+    """The keyword arguments of :class:`~poise.controller.simdevice.SimDevice` for the virtual
+    device (``poise device sim``) of a ``port = "sim"`` table: ``cfg.sim_model`` or ``model``
+    at ``rate`` Hz, its ``sim_params`` and ``sim_args``, on the CPUs ``cpus`` (``None``:
+    any). Plain values: the real-time process gets them before it imports anything else."""
+    return {"model": cfg.sim_model or model, "rate": rate, "params": cfg.sim_params,
+            "extra": tuple(cfg.sim_args), "fifo_priority": fifo_priority, "cpus": cpus}
+
+
 def virtual_device(cfg: DeviceConfig, *, model: str, rate: float,
                    fifo_priority: int | None = None,
                    cpus: frozenset[int] | None = None) -> SimDevice:
-    """The virtual device (``poise device sim``) of a ``port = "sim"`` table, not started:
-    ``cfg.sim_model`` or ``model`` at ``rate`` Hz, its ``sim_params`` and ``sim_args``, on
-    the CPUs ``cpus`` (``None``: any)."""
+    """The virtual device of a ``port = "sim"`` table (:func:`virtual_device_spec`), not
+    started."""
     from poise.controller.simdevice import SimDevice
 
-    return SimDevice(cfg.sim_model or model, rate=rate, params=cfg.sim_params,
-                     extra=cfg.sim_args, fifo_priority=fifo_priority, cpus=cpus)
+    return SimDevice(**virtual_device_spec(cfg, model=model, rate=rate,
+                                           fifo_priority=fifo_priority, cpus=cpus))
 
 
-def launch_virtual_device(cfg: DeviceConfig, *, model: str, rate: float,
-                          priority: int, cpus: frozenset[int] | None = None
-                          ) -> SimDevice | None:
-    """Start the virtual device of ``cfg`` now, without waiting for it, when the table asks
-    for one (``port = "sim"``, poise protocol); else None. Its start-up (a Python process,
-    its imports, its plant's kernels: about a second) then overlaps the controller's own;
-    :func:`open_device` (``launched=``) waits for it. ``priority``: the controller's
-    ``SCHED_FIFO`` priority (``loop.priority``); the device takes one below once started,
-    and starts at the scheduler of the caller, who calls this before taking its own.
-    ``cpus``: the CPUs it runs on (``None``: any; :mod:`poise.controller.affinity`)."""
+def early_device_spec(cfg: DeviceConfig, *, model: str, rate: float, priority: int,
+                      cpus: frozenset[int] | None = None) -> dict[str, Any] | None:
+    """What the real-time process launches first (:func:`~poise.controller.simdevice.
+    launch_early`), when the table asks for a virtual device (``port = "sim"``, poise
+    protocol); else None. Its start-up (a Python process, its imports, its plant's kernels:
+    about a second) then overlaps the controller's own; :func:`open_device` (``launched=``)
+    waits for it. ``priority``: the controller's ``SCHED_FIFO`` priority
+    (``loop.priority``); the device takes one below once started, and starts at the
+    scheduler of its launcher, which launches it before taking its own. ``cpus``: the CPUs
+    it runs on (``None``: any; :mod:`poise.controller.affinity`)."""
     if cfg.port != "sim" or cfg.protocol != "poise":
         return None
-    sim = virtual_device(cfg, model=model, rate=rate,
-                         fifo_priority=priority - 1 if priority > 1 else None, cpus=cpus)
-    try:
-        return sim.launch()
-    except OSError:  # open_device starts one again and reports why it cannot
-        sim.stop()
-        return None
+    return virtual_device_spec(cfg, model=model, rate=rate,
+                               fifo_priority=priority - 1 if priority > 1 else None, cpus=cpus)
 
 
 def _open_sim(sim: SimDevice, *, on_fault: Callable[[msg.Fault], None] | None,
@@ -164,5 +169,5 @@ def _open_dynamixel(cfg: DeviceConfig, servos: Sequence[ServoConfig], *,
         raise
 
 
-__all__ = ["SENSOR_HEARTBEAT", "Opened", "launch_virtual_device", "open_device",
-           "virtual_device"]
+__all__ = ["SENSOR_HEARTBEAT", "Opened", "early_device_spec", "open_device", "virtual_device",
+           "virtual_device_spec"]
