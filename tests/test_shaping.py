@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from poise.controller.config import load_config
+from poise.controller.config import ConfigError, load_config
 from poise.controller.shaping import ShapedMove, Shaper, shaper_for
 from poise.controller.simulate import SimulatedLoop
 from poise.controller.stability import Mode
@@ -102,3 +102,49 @@ def test_a_shaped_move_leaves_the_soft_arm_still_an_unshaped_one_rings():
         assert loop.step.goal is None
     assert left[True] < 1.5e-3, left  # within the band, at once
     assert left[True] < 0.2 * left[False], left
+
+
+def test_the_configured_shaper_kind_shapes_the_slowest_mode_and_others_get_zv():
+    lightly, moderately, fast = Mode(3.0, 0.05), Mode(2.0, 0.3), Mode(30.0, 0.1)
+    assert shaper_for([lightly, fast], "off") == Shaper()
+    assert shaper_for([lightly, fast], "zv") == Shaper.zv(lightly).then(Shaper.zv(fast))
+    assert shaper_for([moderately], "zvd") == Shaper.zvd(moderately)
+    assert shaper_for([moderately, fast], "zvdd") == \
+        Shaper.zvdd(moderately).then(Shaper.zv(fast))
+    # auto: by the damping (ZVDD below ZETA_SHAPED, else ZV)
+    assert shaper_for([moderately], "auto") == Shaper.zv(moderately)
+    assert shaper_for([lightly], "auto") == Shaper.zvdd(lightly)
+    with pytest.raises(ValueError, match="shaper 'zvddd': must be one of auto, zv, zvd, "
+                                         "zvdd, off"):
+        shaper_for([lightly], "zvddd")
+
+
+def test_a_bad_shaper_in_a_configuration_is_refused_naming_key_and_choices():
+    with pytest.raises(ConfigError, match=r"--set loop.shaper=robust \(loop.shaper\) = "
+                                          r"'robust': must be one of 'auto', 'zv', 'zvd', "
+                                          r"'zvdd', 'off'"):
+        load_config(None, {"loop.shaper": ("robust", "--set loop.shaper=robust")})
+    assert load_config(resolve_config("dancer")).loop.shaper == "zvdd"
+    assert load_config(None).loop.shaper == "auto"
+
+
+def test_zvdd_leaves_the_dancer_still_after_a_move_whose_sway_frequency_changes():
+    """The dancer from a deep lean to a shallower one (its ankle's sway 1.37 times faster at
+    one end than along the way), feed-forward: the sway left in the 6 s after the move with
+    ZV shapers at the ends (``auto`` gives ZV: ζ ≈ 0.15-0.2) and with ZVDD."""
+    left = {}
+    for kind in ("zv", "zvdd"):
+        config = load_config(resolve_config("dancer"), {
+            "algorithm.target": ([-0.874, 0.421], "test"), "loop.mode": ("ff", "test"),
+            "loop.shaper": (kind, "test")})
+        loop = SimulatedLoop(config, seed=2, noise=False)
+        loop.start()
+        loop.run(20.0)
+        loop.set_target(np.array([-0.566, 0.718]))
+        loop.cycle()
+        move = loop.step.move
+        assert move is not None and len(move.shaper.times) == (2 if kind == "zv" else 4)
+        loop.run(move.duration)
+        left[kind] = float(loop.run(6.0).max())
+    assert left["zvdd"] < 0.25 * left["zv"], left
+    assert left["zvdd"] < 0.01, left

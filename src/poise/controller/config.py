@@ -51,6 +51,7 @@ from poise.controller.rules import (
     PACINGS,
     PROCESSES,
     PROTOCOLS,
+    SHAPERS,
     UPDATES,
     RuleError,
     check_gain,
@@ -160,6 +161,12 @@ class LoopConfig:
                           "clock, latest frame (polled devices)", choices=PACINGS)
     effort_feedforward: bool = setting(True, "boolean", "send τ_ff = G_a(q̄) with each "
                                        "setpoint")
+    shaper: str = setting("auto", "string", "input shaper of the move to each target, on the "
+                          "slowest structural mode (the next one gets ZV): auto: ZVDD when it "
+                          "is lightly damped (ζ < 0.15), else ZV; zv, zvd, zvdd: that one "
+                          "(ZVDD: robust to ±25 % in the frequency, for a robot whose modes "
+                          "change along its moves, one damped period longer than ZV); off: "
+                          "unshaped (docs/controller.md)", choices=SHAPERS)
     switch_interval: float = setting(
         2e-4, "number", "sys.setswitchinterval while the loop runs [s]: how long another "
         "Python thread may hold the GIL before the loop thread gets it; 0 leaves it", ge=0,
@@ -488,7 +495,7 @@ def _loop(t: _Table) -> LoopConfig:
     t.check_keys()
     return LoopConfig(
         rate=_rate(t), mode=t.get("mode"), pacing=t.get("pacing"),
-        effort_feedforward=t.get("effort_feedforward"),
+        effort_feedforward=t.get("effort_feedforward"), shaper=t.get("shaper"),
         switch_interval=t.get("switch_interval"), compiled=t.get("compiled"),
         priority=t.get("priority"), process=t.get("process"),
         busy_poll=t.get("busy_poll"), wire=t.get("wire"), cpu=t.get("cpu"),

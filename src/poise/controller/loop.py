@@ -142,7 +142,7 @@ class Controller(SubscriberHub):
         self.device_info: DeviceInfo | None = None
         self.sim: object | None = None  # the virtual device process (port "sim")
         # the virtual device launched before this controller was built, which the first
-        # connect opens (see poise.devices.factory.launch_virtual_device)
+        # connect opens (see poise.controller.rtboot)
         self._launched = launched
         self.pacing = config.loop.pacing
         self._thread: threading.Thread | None = None
@@ -165,7 +165,8 @@ class Controller(SubscriberHub):
                                          config.limits.qa_rate)
         #: The cycle's computation (pure; see poise.controller.step).
         self.step = ControlStep(self.model, self.limits, self.period,
-                                effort_feedforward=config.loop.effort_feedforward)
+                                effort_feedforward=config.loop.effort_feedforward,
+                                shaper=config.loop.shaper)
         self._reset_pending = False
         self._kernels_ready = False
         self._kernel_lock = threading.Lock()

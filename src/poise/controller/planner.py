@@ -105,7 +105,8 @@ def _solve(model: MechanicalModel, target: FloatArray, q0: FloatArray,
 
 def plan_target(model: MechanicalModel, target: FloatArray, starts: Sequence[FloatArray],
                 tol: float, *, period: float | None = None, delay: int = 1,
-                effort_feedforward: bool = True, params: Any = None) -> TargetPlan:
+                effort_feedforward: bool = True, params: Any = None,
+                shaper: str = "auto") -> TargetPlan:
     """The held configuration to go to for ``target`` (see the module docstring).
 
     Args:
@@ -122,6 +123,8 @@ def plan_target(model: MechanicalModel, target: FloatArray, starts: Sequence[Flo
             bounds of their algorithm in both modes, at their update rule, λ and automatic
             gains, are computed here (:func:`~poise.controller.bounds.warm`), so that
             adopting the plan and switching mode later cost microseconds.
+        shaper: the kind of input shaper of the move (``[loop] shaper``,
+            :func:`~poise.controller.shaping.shaper_for`).
 
     Raises:
         UnstableTarget: the only held configuration found that reaches ``target`` is unstable.
@@ -136,8 +139,9 @@ def plan_target(model: MechanicalModel, target: FloatArray, starts: Sequence[Flo
                              effort_feedforward=effort_feedforward)
     if params is not None:
         warm(loop, IKGains.of(params), getattr(params, "auto", ()))
-    return replace(plan, loop=loop, shaper=shaper_for(loop.structural_modes()),
-                   start_shaper=shaper_for(structural_modes(model, here, loop.actuators)))
+    return replace(plan, loop=loop, shaper=shaper_for(loop.structural_modes(), shaper),
+                   start_shaper=shaper_for(structural_modes(model, here, loop.actuators),
+                                           shaper))
 
 
 def _plan_target(model: MechanicalModel, target: FloatArray, starts: Sequence[FloatArray],

@@ -511,7 +511,7 @@ class RealtimeController(SubscriberHub):
             return plan_target(self.model, target, starts, self.config.algorithm.tolerance,
                                period=self.period,
                                effort_feedforward=self.config.loop.effort_feedforward,
-                               params=self._params)
+                               params=self._params, shaper=self.config.loop.shaper)
         except UnstableTarget as exc:
             return ParamError(str(exc))
         except ParamError as exc:

@@ -42,6 +42,9 @@ MODES = ("ff", "fb")
 PACINGS = ("device", "host")
 #: Where the controller runs (``[loop] process``): a process of its own, or the caller's.
 PROCESSES = ("own", "shared")
+#: Input shapers of the moves to a target (``[loop] shaper``, :func:`poise.controller.shaping.
+#: shaper_for`): chosen from the modes' damping, or one kind for the slowest mode, or none.
+SHAPERS = ("auto", "zv", "zvd", "zvdd", "off")
 #: Device protocols (``[device] protocol``): the poise wire protocol or a Dynamixel servo bus.
 PROTOCOLS = ("poise", "dynamixel")
 #: A device string with this prefix is a Dynamixel bus: ``dynamixel:/dev/ttyUSB0``.
@@ -208,6 +211,7 @@ __all__ = [
     "PROCESSES",
     "PROTOCOLS",
     "RUN_VALUES",
+    "SHAPERS",
     "UPDATES",
     "RuleError",
     "check_choice",

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from poise.controller.rules import SHAPERS
 from poise.controller.stability import Mode
 from poise.models.base import FloatArray
 
@@ -110,16 +111,26 @@ def _k_and_half_period(mode: Mode) -> tuple[float, float]:
     return math.exp(-zeta * math.pi / root), math.pi / (mode.omega * root)
 
 
-def shaper_for(modes: Sequence[Mode]) -> Shaper:
+def shaper_for(modes: Sequence[Mode], kind: str = "auto") -> Shaper:
     """The shaper of a plant's structural ``modes`` (slowest first): of the modes damped
     below :data:`ZETA_DAMPED` (at most :data:`MAX_SHAPED_MODES`, the slowest), the first gets
-    ZVDD when it is lightly damped (ζ < :data:`ZETA_SHAPED`), the others ZV; the identity if
-    every mode is well damped."""
+    ``kind`` (``[loop] shaper``, :data:`~poise.controller.rules.SHAPERS`): with ``"auto"``
+    ZVDD when it is lightly damped (ζ < :data:`ZETA_SHAPED`), else ZV; the others ZV. The
+    identity if every mode is well damped, or with ``"off"``.
+
+    Raises:
+        ValueError: an unknown ``kind``.
+    """
+    if kind not in SHAPERS:
+        raise ValueError(f"shaper {kind!r}: must be one of {', '.join(SHAPERS)}")
     shaped = [mo for mo in modes if mo.zeta < ZETA_DAMPED and mo.omega > 0]
     shaper = Shaper()
+    if kind == "off":
+        return shaper
     for i, mode in enumerate(shaped[:MAX_SHAPED_MODES]):
-        robust = i == 0 and mode.zeta < ZETA_SHAPED
-        shaper = shaper.then(Shaper.zvdd(mode) if robust else Shaper.zv(mode))
+        first = "zvdd" if kind == "auto" and mode.zeta < ZETA_SHAPED else \
+            "zv" if kind == "auto" else kind
+        shaper = shaper.then(getattr(Shaper, first if i == 0 else "zv")(mode))
     return shaper
 
 

@@ -57,7 +57,7 @@ class SimulatedLoop:
         # the command written after a sample acts from that sample on: no delay
         self.step = ControlStep(m, self.limits, self.period,
                                 effort_feedforward=config.loop.effort_feedforward,
-                                stepper_factory=factory, delay=0)
+                                stepper_factory=factory, delay=0, shaper=config.loop.shaper)
         target = config.algorithm.target
         self.params = LiveParams.from_config(
             config, np.asarray(target if target is not None else m.fk(self.measured())))

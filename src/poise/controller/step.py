@@ -107,18 +107,21 @@ class ControlStep:
             assumes (:func:`~poise.controller.stability.delay_periods`): 0 for an in-process
             plant stepped in simulated time, 1 for a device (a setpoint is written a
             fraction of a period after the sample it answers).
+        shaper: the input shaper of the moves to a target (``[loop] shaper``,
+            :func:`~poise.controller.shaping.shaper_for`).
     """
 
     def __init__(self, model: MechanicalModel, limits: SafetyLimits, period: float, *,
                  effort_feedforward: bool = True,
                  stepper_factory: Callable[[str, MechanicalModel], Stepper] = make_stepper,
-                 delay: int = 1) -> None:
+                 delay: int = 1, shaper: str = "auto") -> None:
         self.model = model
         self.limits = limits
         self.period = period
         self.effort_feedforward = effort_feedforward
         self.stepper_factory = stepper_factory
         self.delay = delay
+        self.shaper = shaper
         self.stepper: Stepper | None = None
         #: The current target's plan (None: none made yet).
         self.plan: TargetPlan | None = None
@@ -151,7 +154,8 @@ class ControlStep:
                               plan.q_goal if plan is not None else None) if q is not None]
         return plan_target(self.model, np.asarray(target, dtype=float), starts, tol,
                            period=self.period, delay=self.delay,
-                           effort_feedforward=self.effort_feedforward, params=params)
+                           effort_feedforward=self.effort_feedforward, params=params,
+                           shaper=self.shaper)
 
     def adopt(self, plan: TargetPlan) -> None:
         """Make ``plan`` current: approach its goal first where it says so."""
