@@ -674,6 +674,53 @@ def test_stepping_after_warm_up_compiles_nothing_new():
     assert {f: len(f.signatures) for f in entries} == before
 
 
+def test_the_controllers_warm_up_loads_what_its_cycles_call_and_not_the_stepwise_kernels():
+    """``stepper_factory`` (the controller) warms up without the step-by-step kernels: in a
+    fresh process, cycles of every algorithm in both modes, with an approach move and a
+    saturated device, then load nothing more (the one-call cycle's compiled code holds its
+    callees'), and ``propose``, ``commit`` and the guard's kernels stay unloaded."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        from dataclasses import replace
+        import numpy as np
+        from poise.controller.params import LiveParams
+        from poise.controller.safety import SafetyLimits
+        from poise.controller.step import ControlStep, stepper_factory
+        from poise.kernels import cache, cycle, guard, held_solve, steps, wire
+        from poise.models import load_model
+
+        model = load_model("double_pendulum")
+        factory, report = stepper_factory(model, dynamics=False)
+        assert not [k for k in report.kernels if k.split()[0] in ("propose", "commit",
+                                                                   "guard")], report.kernels
+        stepwise = (steps.propose, steps.commit, guard.guard, guard.finite_prefix)
+        every = cache.dispatchers([steps, cycle, guard, held_solve, wire])
+        before = {f: len(f.signatures) for f in every}
+        assert all(before[f] == 0 for f in stepwise), before
+        limits = SafetyLimits(model.qa_min, model.qa_max, np.full(model.m, 0.5))
+        control = ControlStep(model, limits, 1e-3, stepper_factory=factory)
+        target = np.asarray(model.fk(np.full(model.n, 0.2)), dtype=float)
+        q = np.full(model.n, 0.1)
+        for algorithm in ("alg1", "alg2", "plain"):
+            p = LiveParams(algorithm, "dls", 2.0, 2.0, 20.0, 1e-2, target, "ff")
+            for mode in ("ff", "fb"):
+                control.update(q, replace(p, mode=mode))
+                control.adopt(control.make_plan(target, q, 1e-3))  # an approach move
+                for saturated in (False, True, False):
+                    control.update(q, replace(p, mode=mode), saturated=saturated)
+                assert control.move is not None
+        after = {f: len(f.signatures) for f in every}
+        assert after == before, [f.__name__ for f in every if after[f] != before[f]]
+        print("ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=600, check=False)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
 @pytest.mark.parametrize("name", ("panda", "cc3d_3"))
 def test_families_without_kernels_get_none_and_a_clear_error(name):
     model = load_model(name)

@@ -51,7 +51,7 @@ def stepper_factory(model: MechanicalModel, compiled: bool = True, *, dynamics: 
     if not has_kernels(model):
         return make_stepper, None
     packed = pack(model)
-    report = warm_up(packed, dynamics=dynamics)
+    report = warm_up(packed, dynamics=dynamics, stepwise=False)  # ControlStep: cycle only
 
     def make(name: str, m: MechanicalModel) -> Stepper:
         if m is not model:  # a model replaced since (a calibration): the reference
