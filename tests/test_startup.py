@@ -24,8 +24,8 @@ from poise.cli import build_parser, command_modules, owner
 from poise.controller.config import ConfigError, load_config
 from poise.controller.loop import Controller
 from poise.controller.rtproc import RealtimeController, RealtimeError
-from poise.controller.state import State
 from poise.controller.simdevice import launch_early
+from poise.controller.state import State
 from poise.devices.factory import early_device_spec
 from poise.examples import EXAMPLES_DIR
 from poise.firmware_bridge.lifetime import fifo
