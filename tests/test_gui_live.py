@@ -387,7 +387,12 @@ def test_against_the_service_drag_moves_the_arm_and_estop_latches(qtbot, dashboa
         return abs(float(model.fk(q)[0]) - goal)
 
     start_error = abs(0.5 - goal)
-    qtbot.waitUntil(lambda: tip_error() < 0.25 * start_error, timeout=90_000)
+    try:
+        qtbot.waitUntil(lambda: tip_error() < 0.25 * start_error, timeout=90_000)
+    except QtTimeout:
+        pytest.fail(f"the arm did not reach the dragged target {goal:.3f} (tip error "
+                    f"{tip_error():.3f}, state {window.controls.state_label.text()!r}, "
+                    f"{samples(window)} samples): {log.read_text()[-2000:]}")
 
     # the e-stop latches the service; commands are then refused with the reason
     qtbot.mouseClick(window.controls.estop, _left())
