@@ -1,9 +1,9 @@
 """LAPACK's Cholesky solve (``dposv``) for the numpy reference paths, imported on first use.
 
 ``scipy.linalg`` takes 0.3–0.4 s to import on the 2-core machine (most of it its array-API
-layer), and ``poise run`` starts its processes at once there: the virtual device and the
-real-time process run on the compiled kernels and need no LAPACK from Python at all, so only
-a process that calls :func:`posv` pays for the import.
+layer), and ``poise run`` starts its processes at once there. Numba imports it anyway in a
+process that loads a kernel (its BLAS check), so what this spares is the processes that run
+none: the first process of ``poise run``, and a numpy-only run until it solves.
 """
 
 from __future__ import annotations

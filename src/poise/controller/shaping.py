@@ -128,9 +128,9 @@ def shaper_for(modes: Sequence[Mode], kind: str = "auto") -> Shaper:
     if kind == "off":
         return shaper
     for i, mode in enumerate(shaped[:MAX_SHAPED_MODES]):
-        first = "zvdd" if kind == "auto" and mode.zeta < ZETA_SHAPED else \
-            "zv" if kind == "auto" else kind
-        shaper = shaper.then(getattr(Shaper, first if i == 0 else "zv")(mode))
+        name = "zv" if i > 0 else kind if kind != "auto" else \
+            "zvdd" if mode.zeta < ZETA_SHAPED else "zv"
+        shaper = shaper.then(getattr(Shaper, name)(mode))
     return shaper
 
 
