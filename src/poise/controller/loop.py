@@ -678,7 +678,8 @@ class Controller(SubscriberHub):
                     self._gc.after_cycle()
                     busy_until = time.perf_counter()
                     continue
-                wire.passed += 1
+                if turn is not None:  # the wire path could have answered it: declined
+                    wire.passed += 1
                 wire.device.feed_raw(got)  # the ordinary way: decoded, counted, queued
                 newest = wire.device.read_nowait()
                 if newest is None:  # part of a frame, or no sensor frame

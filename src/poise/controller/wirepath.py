@@ -50,7 +50,9 @@ class WirePath:
         self.feedforward = feedforward
         self._buffers: WireBuffers | None = None
         self._layout: object = None
-        #: Reads answered on the wire path, and reads it left to the ordinary cycle.
+        #: Reads answered on the wire path, and reads it declined (prepared for, but left to
+        #: the ordinary cycle: a corrupt or partial read, a fault). Reads it did not prepare
+        #: for (the loop not running, holding, just armed) count in neither.
         self.answered = 0
         self.passed = 0
 
