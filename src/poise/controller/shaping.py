@@ -33,6 +33,7 @@ scalar per cycle, written into a preallocated vector.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -198,15 +199,18 @@ class ShapedMove:
         # cancellation, monotone by construction, exactly 1 at the end)
         ups = np.cumsum(first.amplitudes)
         downs = np.cumsum(shaper.amplitudes)
-        self._breaks = np.unique(np.concatenate([first.times,
-                                                 self.cruise + np.array(shaper.times)]))
-        value = np.array([_staircase(first.times, ups, b)
-                          - _staircase(shaper.times, downs, b - self.cruise)
-                          for b in self._breaks])
-        self._value = np.maximum(value, 0.0)
-        widths = np.diff(self._breaks)
-        self._area = np.concatenate([[0.0], np.cumsum(self._value[:-1] * widths)])
-        self._total = float(self._area[-1])
+        breaks = np.unique(np.concatenate([first.times, self.cruise + np.array(shaper.times)]))
+        value = np.maximum(np.array([_staircase(first.times, ups, b)
+                                     - _staircase(shaper.times, downs, b - self.cruise)
+                                     for b in breaks]), 0.0)
+        area = np.concatenate([[0.0], np.cumsum(value[:-1] * np.diff(breaks))])
+        # Python floats: fraction() runs every cycle of a move, and a bisect on a list costs a
+        # fraction of numpy's searchsorted and scalar indexing there (the real-time loop's
+        # Python runs on cold caches)
+        self._breaks: list[float] = breaks.tolist()
+        self._value: list[float] = value.tolist()
+        self._area: list[float] = area.tolist()
+        self._total = float(area[-1])
         self._out = self.start.copy()
 
     @property
@@ -218,10 +222,10 @@ class ShapedMove:
         """Shaped progress in [0, 1] at time ``t`` [s] since the start."""
         if self._total <= 0.0:
             return 1.0 if t >= self.duration else 0.0
-        k = int(np.searchsorted(self._breaks, t, side="right")) - 1
+        k = bisect.bisect_right(self._breaks, t) - 1
         if k < 0:
             return 0.0
-        if k >= self._breaks.size - 1:
+        if k >= len(self._breaks) - 1:
             return 1.0
         area = self._area[k] + self._value[k] * (t - self._breaks[k])
         return min(1.0, area / self._total)
@@ -229,9 +233,10 @@ class ShapedMove:
     def at(self, t: float) -> FloatArray:
         """The actuator command at time ``t`` [s] (a view of an internal buffer: copy it to
         keep it)."""
-        np.multiply(self.delta, self.fraction(t), out=self._out)
-        self._out += self.start
-        return self._out
+        out = self._out
+        np.multiply(self.delta, self.fraction(t), out=out)
+        np.add(out, self.start, out=out)
+        return out
 
 
 __all__ = ["MAX_SHAPED_MODES", "ZETA_DAMPED", "ZETA_SHAPED", "ShapedMove", "Shaper",
