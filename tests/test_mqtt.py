@@ -162,6 +162,28 @@ def test_command_parser_never_raises_on_arbitrary_bytes(payload, name):
         assert not out.accepted and out.reason
 
 
+_JSON_LEAF = st.one_of(st.none(), st.booleans(), st.integers(-10**30, 10**30),
+                      st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=12))
+_JSON = st.recursive(_JSON_LEAF, lambda inner: st.one_of(
+    st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+    max_leaves=12)
+
+
+@given(st.sampled_from(["target", "gains", "algorithm", "mode", "run", "estop", "clear", "nope"]),
+       _JSON, st.booleans())
+@settings(max_examples=300, deadline=None)
+def test_command_parser_never_raises_on_well_formed_json_of_any_shape(name, value, envelope):
+    """Arbitrary bytes rarely get past the JSON decoder; well-formed documents of any shape
+    (NaN, infinities, huge integers, nested lists and objects, in or out of the envelope) reach
+    every rule of the edge check: each is a command or a refusal with a reason."""
+    doc = {"id": "f", "value": value} if envelope else value
+    out = commands.parse(name, json.dumps(doc).encode(), commands.Limits(task_dim=2, rate=500.0,
+                                                                        reach=2.0))
+    assert isinstance(out, Command | CommandResponse)
+    if isinstance(out, CommandResponse):
+        assert not out.accepted and out.reason
+
+
 @pytest.mark.parametrize(("name", "payload", "reason"), [
     ("target", b'{"id": "a", "value": [0.1, oops]}', "malformed JSON"),
     ("target", b'{"id": "a", "value": [0.1]}', "must have 2 components"),
