@@ -198,8 +198,10 @@ def _extra_start(model: MechanicalModel, target: FloatArray, rest: FloatArray,
     limits; None if none does. Seeded by ``target``: the same target, the same starts."""
     lo = np.asarray(model.qa_min, dtype=float)
     hi = np.asarray(model.qa_max, dtype=float)
-    mid = np.where(np.isfinite(lo) & np.isfinite(hi), 0.5 * (lo + hi), 0.0)
-    half = np.where(np.isfinite(lo) & np.isfinite(hi), 0.5 * INNER_RANGE * (hi - lo), 1.0)
+    bounded = np.isfinite(lo) & np.isfinite(hi)
+    with np.errstate(invalid="ignore"):  # inf − inf where a limit is open: not used
+        mid = np.where(bounded, 0.5 * (lo + hi), 0.0)
+        half = np.where(bounded, 0.5 * INNER_RANGE * (hi - lo), 1.0)
     rng = np.random.default_rng(zlib.crc32(np.ascontiguousarray(target).tobytes()))
     qu_rest = split(model, rest)[1]
     for _ in range(EXTRA_STARTS):
