@@ -105,3 +105,41 @@ def test_algorithm_switch_is_bumpless_and_reported():
     out = loop.cycle()
     assert out.switched_from == "alg1" and loop.step.stepper.name == "alg2"
     assert np.max(np.abs(out.q_bar - q_bar)) < 0.05  # one bounded step from where it was
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_the_move_setpoint_made_ahead_is_the_one_the_cycle_would_make(compiled, monkeypatch):
+    """After each write the loop makes the next cycle's setpoint of the approach move
+    (``ControlStep.look_ahead``), so that the next cycle only picks it up. The commands are
+    the same numbers as without it, and while the move lasts the cycle never evaluates it."""
+    def run(ahead: bool) -> np.ndarray:
+        loop = loop_for("soft_arm_stiff", loop__mode="fb", loop__compiled=compiled)
+        if not ahead:
+            monkeypatch.setattr(loop.step, "look_ahead", lambda: None)
+        loop.start()
+        loop.set_target(np.array([0.2, -0.9]))
+        commands, in_cycle = [], 0
+        while True:
+            move = loop.step.move
+            if move is not None and ahead:  # count evaluations inside the cycle only
+                with monkeypatch.context() as m:
+                    def counted(t, out=None, _at=move.at):
+                        nonlocal in_cycle
+                        in_cycle += out is None
+                        return _at(t, out)
+                    m.setattr(move, "at", counted)
+                    out = loop.step.update(np.asarray(loop.device.read().q, dtype=float),
+                                           loop.params, False)
+                loop.device.write(out.qa, out.tau)
+                loop.step.look_ahead()
+            else:
+                out = loop.cycle()
+            commands.append(np.array(out.qa))
+            if loop.step.goal is None and len(commands) > 10:
+                break
+        assert len(commands) > 100  # a move of many cycles
+        if ahead:  # every cycle after the move's first found its setpoint made
+            assert in_cycle == 0
+        return np.array(commands)
+
+    np.testing.assert_array_equal(run(True), run(False))

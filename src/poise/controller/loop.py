@@ -837,6 +837,7 @@ class Controller(SubscriberHub):
                 self._fault(f"device error: {exc}")
                 return
             t_sent = time.perf_counter()
+            step.look_ahead()
             self._sent(sample, qa_ref, tau_ff, t0, t_sent, lateness, period)
             x_meas, x_used = out.x_meas, out.x_used
             q_bar, residual = out.q_bar, out.residual
@@ -888,6 +889,7 @@ class Controller(SubscriberHub):
         sent = wire.send(seq, buffers)
         t_sent = time.perf_counter()
         # from here on nothing delays the setpoint: the bookkeeping
+        step.look_ahead()
         out = step.wire_output()
         qa_ref = tuple(out.qa.tolist())
         tau_ff = tuple(out.tau.tolist()) if out.tau is not None else ()

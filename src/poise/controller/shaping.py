@@ -230,10 +230,10 @@ class ShapedMove:
         area = self._area[k] + self._value[k] * (t - self._breaks[k])
         return min(1.0, area / self._total)
 
-    def at(self, t: float) -> FloatArray:
-        """The actuator command at time ``t`` [s] (a view of an internal buffer: copy it to
-        keep it)."""
-        out = self._out
+    def at(self, t: float, out: FloatArray | None = None) -> FloatArray:
+        """The actuator command at time ``t`` [s], into ``out`` (m,) when given, else into an
+        internal buffer (copy it to keep it)."""
+        out = self._out if out is None else out
         np.multiply(self.delta, self.fraction(t), out=out)
         np.add(out, self.start, out=out)
         return out

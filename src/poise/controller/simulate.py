@@ -98,6 +98,7 @@ class SimulatedLoop:
         out = self.step.update(np.asarray(sample.q, dtype=float), self.params,
                                bool(sample.status & Status.SATURATED))
         self.device.write(out.qa, out.tau)
+        self.step.look_ahead()  # as the service does after each write
         self.time += self.period
         self.last = out
         return out

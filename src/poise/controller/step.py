@@ -131,6 +131,9 @@ class ControlStep:
         self.move: ShapedMove | None = None
         self._move_goal: FloatArray | None = None
         self._move_time = 0.0
+        #: The next cycle's setpoint of the move, made after this cycle's went out
+        #: (:meth:`look_ahead`): the move, its time then [s] and the setpoint.
+        self._ahead: tuple[ShapedMove, float, FloatArray] | None = None
         self._A = np.asarray(model.C, dtype=float)[: model.m]
         #: The anti-windup band as a fraction of each actuator's range (inf: no anti-windup).
         self.windup_band = WINDUP_BAND
@@ -205,7 +208,25 @@ class ControlStep:
         self._move_time += period
         if self._move_time >= move.duration and self.goal is goal:
             self.goal = None  # arrived: the IK takes over next cycle
+        ahead = self._ahead
+        if ahead is not None and ahead[0] is move and ahead[1] == self._move_time:
+            return ahead[2]
         return move.at(self._move_time)
+
+    def look_ahead(self) -> None:
+        """Make the next cycle's setpoint of the approach move now, after this cycle's
+        setpoint went out. The shaped move depends on time alone, so the next cycle finds it
+        made (the same numbers) and the time from its sensor frame to its setpoint does not
+        include it: 10 µs of the 45 µs of a moving cycle's step in the real-time process.
+        Nothing to do when no move is under way."""
+        move, goal = self.move, self.goal
+        if move is None or goal is None or self._move_goal is not goal:
+            self._ahead = None
+            return
+        ahead = self._ahead
+        buffer = ahead[2] if ahead is not None and ahead[0] is move else np.empty_like(move.start)
+        t = self._move_time + self.period
+        self._ahead = (move, t, move.at(t, out=buffer))
 
     def _safe_setpoint(self, stepper: Stepper, proposed: FloatArray, q: FloatArray,
                        fb: bool, saturated: bool, algorithm: str) -> FloatArray:
