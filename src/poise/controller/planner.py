@@ -172,9 +172,7 @@ def _plan_target(model: MechanicalModel, target: FloatArray, starts: Sequence[Fl
     good = [r for r in results if r.success and r.stable]
     if not good:
         more = _extra_start(model, target, rest, options)
-        if more is not None:
-            results.append(more)
-            good = [more]
+        good = [more] if more is not None else []
     if good:
         best = min(good, key=lambda r: float(np.linalg.norm(split(model, r.q)[0] - qa_now)))
         return _plan(model, target, best, True)

@@ -217,8 +217,7 @@ class ControlStep:
         """Make the next cycle's setpoint of the approach move now, after this cycle's
         setpoint went out. The shaped move depends on time alone, so the next cycle finds it
         made (the same numbers) and the time from its sensor frame to its setpoint does not
-        include it: 10 µs of the 45 µs of a moving cycle's step in the real-time process.
-        Nothing to do when no move is under way."""
+        include it. Nothing to do when no move is under way."""
         move, goal = self.move, self.goal
         if move is None or goal is None or self._move_goal is not goal:
             self._ahead = None
