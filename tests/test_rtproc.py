@@ -327,11 +327,23 @@ def test_a_flood_of_targets_coalesces_in_the_parent_and_only_the_newest_reaches_
 
 def test_targets_are_planned_in_the_parent_while_the_loop_runs(running):
     assert wait_until(lambda: running._last_sample is not None, SLOW)
+    assert wait_until(lambda: running.summary()["reached"], SLOW, 0.2)  # at rest: q̄ still
     plan = running._prepare(Command("target", [0.5]))
     assert isinstance(plan, TargetPlan) and plan.reachable
     b = blocks(running.model, np.asarray(plan.q_goal))
     assert np.linalg.norm(b.x - 0.5) <= running.config.algorithm.tolerance  # reaches it,
     assert np.linalg.norm(b.Gu) < 1e-6                                      # held there
+    # with the model's predicted response to the move, which the child follows in fb
+    start = np.asarray(running._last_sample.q_bar)
+    rows = running._prepare(Command("target", [0.45])).reference
+    assert rows is not None and rows.shape[1] == running.model.task_dim
+    assert abs(rows[0, 0] - running.model.fk(start)[0]) < 0.01  # from where it is
+    assert abs(rows[-1, 0] - 0.45) <= running.config.algorithm.tolerance  # to the target
+    assert np.ptp(rows[:, 0]) > 0.04  # the move is in it
+    resp = running.set_target([0.47])
+    assert resp.accepted, resp
+    period = 1.0 / running.config.loop.rate
+    assert wait_until(lambda: (running.summary().get("reference_s") or 0) > 10 * period, SLOW)
     bad = running._prepare(Command("target", [float("nan")]))
     assert isinstance(bad, ParamError) and "target" in str(bad)
     resp = running.submit(Command("target", [float("nan")], id="nan"))

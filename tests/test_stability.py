@@ -347,11 +347,12 @@ def test_feedback_does_not_wind_up_when_the_actuators_cannot_follow():
     assert np.max(np.abs(moved.qa - qa_stuck)) > 2 * np.max(band)
 
 
-def _double_pendulum_fb(gamma: float) -> SimulatedLoop:
+def _double_pendulum_fb(gamma: float, follow_model: bool = False) -> SimulatedLoop:
     return SimulatedLoop(load_config(None, {
         "model.name": ("double_pendulum", "test"), "loop.mode": ("fb", "test"),
         "algorithm.target": ([0.5], "test"), "algorithm.gamma": (gamma, "test"),
-        "mqtt.enabled": (False, "test")}), noise=False)
+        "loop.follow_model": (follow_model, "test"), "mqtt.enabled": (False, "test")}),
+        noise=False)
 
 
 def test_an_actuator_at_its_effort_limit_stops_the_integrator_and_the_loop_settles():
@@ -360,7 +361,9 @@ def test_an_actuator_at_its_effort_limit_stops_the_integrator_and_the_loop_settl
     small motions only; without anti-windup on the device's SATURATED bit the integrator
     runs ahead of the saturated servo and the arm swings in a limit cycle (0.24 m at
     Γ = 25/s). With it, Γ from 10/s to 400/s (0.8 × the service's bound at 500 Hz with one
-    period of delay) settles on the target."""
+    period of delay) settles on the target. (Feedback against the fixed target,
+    ``loop.follow_model = false``: following the model's response, which saturates as the
+    arm does, the integrator has nothing to wind up on; the last check.)"""
     for gamma in (10.0, 25.0, 100.0, 400.0):
         loop = _double_pendulum_fb(gamma)
         loop.start()
@@ -373,6 +376,13 @@ def test_an_actuator_at_its_effort_limit_stops_the_integrator_and_the_loop_settl
     loop.step.update = lambda q, p, saturated=False: update(q, p, False)
     loop.start()
     assert np.max(loop.run(8.0)[-500:]) > 0.05
+    # blind to the saturation but following the model's predicted response: no limit cycle
+    loop = _double_pendulum_fb(25.0, follow_model=True)
+    update = loop.step.update
+    loop.step.update = lambda q, p, saturated=False: update(q, p, False)
+    loop.start()
+    assert loop.step.reference is not None
+    assert np.max(loop.run(8.0)[-500:]) < 3e-3
 
 
 def test_the_saturated_bit_holds_only_the_actuators_that_would_move_further_away():

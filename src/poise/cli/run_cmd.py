@@ -333,6 +333,7 @@ def format_summary(s: dict[str, Any]) -> str:
         f"reached           {s['reached']}  (task error {_fmt(s['task_error'])}, "
         f"statics residual {_fmt(s['statics_residual'])})",
         *stability_lines(s.get("params") or {}),
+        *follow_lines(s),
         f"cycles            {t['cycles']}  missed {t['missed']} ({t['missed_pct']} %)  "
         f"overruns {t['overruns']}",
         "timing [µs]       p50      p90      p99    p99.9      max",
@@ -391,6 +392,16 @@ def stability_lines(params: dict[str, Any]) -> list[str]:
         lines.append(f"slowest mode      ω {slow['omega']:.3g} rad/s, ζ {slow['zeta']:.2g}, "
                      f"period {slow['period_s']:.3g} s")
     return lines
+
+
+def follow_lines(s: dict[str, Any]) -> list[str]:
+    """The summary's line on the model's predicted response feedback follows after the
+    current target's move (:mod:`poise.controller.reference`), where there is one."""
+    seconds = s.get("reference_s")
+    if not seconds:
+        return []
+    return [f"follows model     fb measured against the model's predicted response for "
+            f"{seconds:.3g} s from the move's start (loop.follow_model)"]
 
 
 #: A setpoint round trip (p99) longer than this many loop periods is reported.

@@ -167,6 +167,11 @@ class LoopConfig:
                           "(ZVDD: robust to ±25 % in the frequency, for a robot whose modes "
                           "change along its moves, one damped period longer than ZV); off: "
                           "unshaped (docs/controller.md)", choices=SHAPERS)
+    follow_model: bool = setting(True, "boolean", "in fb, after a move to a target the task "
+                                 "error is measured against the model's predicted response to "
+                                 "the move (its sway included), not the fixed target, so "
+                                 "feedback integrates only what the model did not predict "
+                                 "(poise.controller.reference); false: against the target")
     switch_interval: float = setting(
         2e-4, "number", "sys.setswitchinterval while the loop runs [s]: how long another "
         "Python thread may hold the GIL before the loop thread gets it; 0 leaves it", ge=0,
@@ -496,7 +501,8 @@ def _loop(t: _Table) -> LoopConfig:
     return LoopConfig(
         rate=_rate(t), mode=t.get("mode"), pacing=t.get("pacing"),
         effort_feedforward=t.get("effort_feedforward"), shaper=t.get("shaper"),
-        switch_interval=t.get("switch_interval"), compiled=t.get("compiled"),
+        follow_model=t.get("follow_model"), switch_interval=t.get("switch_interval"),
+        compiled=t.get("compiled"),
         priority=t.get("priority"), process=t.get("process"),
         busy_poll=t.get("busy_poll"), wire=t.get("wire"), cpu=t.get("cpu"),
     )

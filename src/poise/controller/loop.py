@@ -63,6 +63,7 @@ from poise.controller.params import (
     with_plan,
 )
 from poise.controller.planner import TargetPlan, UnstableTarget
+from poise.controller.reference import with_reference
 from poise.controller.safety import SafetyLimits
 from poise.controller.state import LATCHED, State, StateMachine
 from poise.controller.step import ControlStep, StepFault, stepper_factory
@@ -373,6 +374,8 @@ class Controller(SubscriberHub):
                     params = with_plan(self._params, plan)  # gains within its bound
                 except ParamError as exc:
                     return _no("run", str(exc))
+                # the loop resets the step from the measured q: the move starts there
+                plan = self._with_reference(plan, params, self._last.get("q"))
                 self._set_plan(plan)
                 self._params = params
                 self._event("param", name="start", value=None, id="", source=cause,
@@ -573,6 +576,10 @@ class Controller(SubscriberHub):
         # milliseconds); under it, again only if the loop changed them meanwhile
         p = self._params
         new = self._derive(c, p, plan)
+        stepper = self.step.stepper
+        if plan is not None and prepared is None and self.state == State.RUNNING and \
+                stepper is not None:  # (not running: start plans again)
+            plan = self._with_reference(plan, new, stepper.q_bar)
         with self._param_lock:  # atomic with the e-stop latch (estop() takes it too)
             if self.state == State.ESTOP:  # it latched while the target was being planned
                 raise ParamError(f"e-stop latched ({self.reason}) while the command was "
@@ -614,6 +621,13 @@ class Controller(SubscriberHub):
                                        self.config.algorithm.tolerance, self._params)
         except UnstableTarget as exc:
             raise ParamError(str(exc)) from None
+
+    def _with_reference(self, plan: TargetPlan, params: LiveParams,
+                        q_start: np.ndarray | None) -> TargetPlan:
+        """``plan`` with the model's predicted response to its move from ``q_start``, which
+        feedback follows after it (:func:`~poise.controller.reference.with_reference`)."""
+        return with_reference(plan, q_start, params, self.config, self.model, self.limits,
+                              self.step.stepper_factory)
 
     def _set_plan(self, plan: TargetPlan) -> None:
         """Make ``plan`` current: the loop moves the actuators to its goal, then runs the IK."""
@@ -1017,6 +1031,7 @@ class Controller(SubscriberHub):
             "limits": self.limits.as_dict(),
             "events": dict(collections.Counter(e.kind for e in self.history())),
             "statics_fallbacks": getattr(st, "fallbacks", 0),
+            "reference_s": self.step.reference_seconds,
             "dispatch": dataclasses.asdict(self.dispatcher.stats),
             "realtime": {**self._realtime, "gc_between_cycles": list(self._gc.collections)},
             "wire": {} if self._wire is None else

@@ -83,6 +83,8 @@ class TargetPlan:
             shaper_for` of ``loop``'s structural modes; the identity without ``loop``).
         start_shaper: the shaper of its start (the modes at the first start, the current
             q̄; the arm's modes change along the way).
+        reference: the model's predicted task response to the move (rows, task_dim), which
+            feedback follows after it (:mod:`poise.controller.reference`); None: none.
     """
 
     target: FloatArray
@@ -94,6 +96,7 @@ class TargetPlan:
     loop: LoopLinearisation | None = field(default=None, compare=False, repr=False)
     shaper: Shaper = field(default_factory=Shaper)
     start_shaper: Shaper = field(default_factory=Shaper)
+    reference: FloatArray | None = field(default=None, compare=False, repr=False)
 
     @property
     def status(self) -> str:

@@ -110,7 +110,8 @@ class _Child:
                     self.last_plan = plan
                     goal = None if plan is None or plan.q_goal is None else \
                         plan.q_goal.tolist()
-                    self.up.send(("plan", ctl.target_status, ctl.target_note, goal))
+                    self.up.send(("plan", ctl.target_status, ctl.target_note, goal,
+                                  ctl.limits))
                 if extra is not None:
                     self.up.send(extra)
             except (OSError, ValueError):  # the parent is gone

@@ -79,6 +79,9 @@ from poise.controller.state import LATCHED, State
 if TYPE_CHECKING:  # imported where used: spawning the child needs neither (SciPy)
     from poise.controller.params import LiveParams, ParamError
     from poise.controller.planner import TargetPlan
+    from poise.controller.safety import SafetyLimits
+    from poise.controller.stepper import Stepper
+    from poise.models.base import MechanicalModel
 
 #: How often the parent polls the ring when nothing else wakes it [s].
 POLL = 0.005
@@ -180,6 +183,9 @@ class RealtimeController(SubscriberHub):
         self._id_lock = threading.Lock()
         self._last_sample: CycleSample | None = None
         self._plan_goal: np.ndarray | None = None  # the child's current plan's q_goal
+        self._limits: SafetyLimits | None = None  # the child's safety limits (its plans')
+        #: The steppers of the references made here (:meth:`_with_reference`), made once.
+        self._factory: Callable[[str, MechanicalModel], Stepper] | None = None
         self._last_summary: dict[str, Any] = {}
         self._final: dict[str, Any] | None = None
         self._since = 0
@@ -508,14 +514,38 @@ class RealtimeController(SubscriberHub):
             starts = [np.asarray(s.q_bar, dtype=float), np.asarray(s.q, dtype=float)]
             if self._plan_goal is not None:
                 starts.append(self._plan_goal)
-            return plan_target(self.model, target, starts, self.config.algorithm.tolerance,
+            plan = plan_target(self.model, target, starts, self.config.algorithm.tolerance,
                                period=self.period,
                                effort_feedforward=self.config.loop.effort_feedforward,
                                params=self._params, shaper=self.config.loop.shaper)
+            return self._with_reference(plan, starts[0])
         except UnstableTarget as exc:
             return ParamError(str(exc))
         except ParamError as exc:
             return exc
+
+    def _with_reference(self, plan: TargetPlan, q_bar: np.ndarray) -> TargetPlan:
+        """``plan`` with the model's predicted response to its move from ``q_bar``, which
+        feedback follows after it (:func:`~poise.controller.reference.with_reference`),
+        computed here (with this process's own compiled steppers, loaded at the first use)
+        rather than beside the loop; ``plan`` itself before the child reported its limits
+        or when the parameters at the target are refused (the child refuses them too)."""
+        from poise.controller.params import ParamError, with_plan
+        from poise.controller.reference import with_reference
+
+        limits = self._limits
+        if limits is None:
+            return plan
+        try:
+            params = with_plan(self._params, plan)
+        except ParamError:
+            return plan
+        if self._factory is None:
+            from poise.controller.step import stepper_factory
+
+            self._factory = stepper_factory(self.model, self.config.loop.compiled)[0]
+        return with_reference(plan, q_bar, params, self.config, self.model, limits,
+                              self._factory)
 
     def _await(self, p: _Pending, cid: int, timeout: float | None) -> CommandResponse:
         if not p.done.wait(timeout) or not p.ok:
@@ -626,6 +656,7 @@ class RealtimeController(SubscriberHub):
         elif kind == "plan":
             self._target = (msg[1], msg[2])
             self._plan_goal = None if msg[3] is None else np.asarray(msg[3], dtype=float)
+            self._limits = msg[4]
 
     def _urgent_done(self, estop_id: str) -> None:
         """After an e-stop taken in the child: cancel what waits here, and tell the child

@@ -21,6 +21,7 @@ import numpy as np
 
 from poise.controller.config import Config, ControllerModel, build_model
 from poise.controller.params import LiveParams, with_plan
+from poise.controller.reference import with_reference
 from poise.controller.safety import SafetyLimits
 from poise.controller.step import ControlStep, StepOutput, stepper_factory
 from poise.devices.base import Status
@@ -79,7 +80,10 @@ class SimulatedLoop:
         plan = self.step.make_plan(np.asarray(target, dtype=float), self.measured(),
                                    self.config.algorithm.tolerance, self.params)
         params = with_plan(self.params, plan)
-        self.step.adopt(plan)
+        stepper = self.step.stepper
+        self.step.adopt(with_reference(plan, stepper.q_bar if stepper else None, params,
+                                       self.config, self.model, self.limits,
+                                       self.step.stepper_factory))
         self.params = params
         return plan.note()
 

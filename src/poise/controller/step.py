@@ -19,6 +19,7 @@ the device and writes what it returns; tests feed it an in-process plant in simu
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -141,6 +142,16 @@ class ControlStep:
         #: Cycles in which the anti-windup held an actuator's setpoint.
         self.windup_holds = 0
         self._wired: tuple[FloatArray, FloatArray] = (np.zeros(0), np.zeros(0))  # h(q), x used
+        #: The model's predicted response to the current plan's move, which feedback follows
+        #: after it (:meth:`follow`), rows [task units] from the move's first cycle; None: none.
+        self.reference: FloatArray | None = None
+        self._reference_plan: TargetPlan | None = None
+        #: The current move's cycle (0: the cycle that made it; it counts on after arrival).
+        self._move_cycle = 0
+        #: The reference row aimed at this cycle, and the live parameters aiming at it:
+        #: ``(p, p with target = that row)``, made once per p (the row changes in place).
+        self._aim = np.zeros(model.task_dim)
+        self._aiming: tuple[LiveParams, LiveParams] | None = None
 
     def make_plan(self, target: FloatArray, q_measured: FloatArray | None,
                   tol: float, params: LiveParams | None = None) -> TargetPlan:
@@ -161,9 +172,57 @@ class ControlStep:
                            shaper=self.shaper)
 
     def adopt(self, plan: TargetPlan) -> None:
-        """Make ``plan`` current: approach its goal first where it says so."""
+        """Make ``plan`` current: approach its goal first where it says so; in feedback
+        mode, follow its reference after the move (:meth:`follow`)."""
         self.plan = plan
         self.goal = plan.qa_goal if plan.approach else None
+        self.reference, self._reference_plan = None, None
+        if plan.reference is not None:
+            self.follow(plan, plan.reference)
+
+    def follow(self, plan: TargetPlan, reference: FloatArray) -> bool:
+        """Make feedback follow ``reference`` after ``plan``'s move: the model's predicted
+        response to it (:func:`~poise.controller.reference.predicted_response`, rows from
+        the move's first cycle, one per period). After the move, cycle ``i`` of it aims the
+        IK at row ``i`` in place of the target, so feedback integrates only what the model
+        did not predict (:mod:`poise.controller.reference`); past the last row, the target.
+        A reference that arrives after the move began joins it at the current cycle.
+        Returns False (nothing changes) when ``plan`` is no longer the current plan."""
+        if plan is not self.plan:
+            return False
+        rows = np.ascontiguousarray(reference, dtype=np.float64)
+        if rows.ndim != 2 or rows.shape[1] != self.model.task_dim:
+            raise ValueError(f"reference of shape {rows.shape}: must be (rows, "
+                             f"{self.model.task_dim})")
+        self.reference, self._reference_plan = rows, plan
+        return True
+
+    @property
+    def reference_seconds(self) -> float | None:
+        """How long the current plan's reference lasts from its move's start [s]; None
+        without one."""
+        rows = self.reference
+        if rows is None or self._reference_plan is not self.plan:
+            return None
+        return rows.shape[0] * self.period
+
+    def _aimed(self, p: LiveParams, fb: bool, moving: bool) -> LiveParams:
+        """The parameters the IK steps with this cycle: ``p``, or in feedback after the
+        move, while ``p`` aims at the plan's target, a copy whose target is this cycle's
+        reference row (written in place into one array that the copy holds, so following
+        costs no allocation per cycle)."""
+        rows, plan = self.reference, self.plan
+        i = self._move_cycle
+        if (not fb or moving or rows is None or plan is None or self._reference_plan is not plan
+                or i >= rows.shape[0]):
+            return p
+        aiming = self._aiming
+        if aiming is None or aiming[0] is not p:  # new parameters: still this plan's target?
+            same = bool(np.array_equal(p.target, plan.target))
+            aiming = self._aiming = (p, replace(p, target=self._aim) if same else p)
+        if aiming[1] is not p:
+            np.take(rows, i, axis=0, out=self._aim)
+        return aiming[1]
 
     def _limit_arrays(self) -> tuple[FloatArray, ...]:
         """The anti-windup band (:attr:`windup_band` of each actuator's range) and the
@@ -193,6 +252,12 @@ class ControlStep:
             return np.where(away, qa, proposed)
         return proposed
 
+    def _begin(self, stepper: Stepper) -> FloatArray | None:
+        """A cycle's first step: count the move's cycles, and the approach setpoint
+        (:meth:`_approach`)."""
+        self._move_cycle += 1
+        return self._approach(stepper, self.period)
+
     def _approach(self, stepper: Stepper, period: float) -> FloatArray | None:
         """The approach move's setpoint this cycle while a plan's goal is approached (the
         move made at the goal's first cycle), else None."""
@@ -203,6 +268,7 @@ class ControlStep:
             lim = self.limits
             self.move = approach_move(plan, stepper.qa, lim.qa_min, lim.qa_max, lim.qa_rate)
             self._move_goal, self._move_time = goal, 0.0
+            self._move_cycle = 0
         move = self.move
         assert move is not None
         self._move_time += period
@@ -228,13 +294,14 @@ class ControlStep:
         self._ahead = (move, t, move.at(t, out=buffer))
 
     def _safe_setpoint(self, stepper: Stepper, proposed: FloatArray, q: FloatArray,
-                       fb: bool, saturated: bool, algorithm: str) -> FloatArray:
-        """The IK's proposal → NaN guard → approach move or (fb) anti-windup → safety layer.
+                       fb: bool, saturated: bool, algorithm: str,
+                       move_qa: FloatArray | None) -> FloatArray:
+        """The IK's proposal → NaN guard → approach move ``move_qa`` (:meth:`_begin`) or
+        (fb) anti-windup → safety layer.
 
         A compiled stepper does it in its one-call cycle (:meth:`_compiled_cycle`, the
         kernel :func:`poise.kernels.guard.guard`); the numpy functions here are its
         reference."""
-        move_qa = self._approach(stepper, self.period)
         if not all_finite(proposed):
             raise StepFault(f"non-finite IK output ({algorithm})")
         if move_qa is not None:
@@ -248,7 +315,8 @@ class ControlStep:
         """h(q), the IK update, the guard and the commit of a compiled stepper in one kernel
         call (:meth:`poise.kernels.steppers.CompiledStepper.cycle`); returns
         ``(h(q), x used)``."""
-        move_qa = self._approach(stepper, self.period)
+        move_qa = self._begin(stepper)
+        p = self._aimed(p, fb, move_qa is not None)
         x_meas, x_used, status = stepper.cycle(p, q, fb, move_qa, fb and move_qa is None,
                                                bool(saturated), self._limit_arrays(),
                                                self.period)
@@ -270,17 +338,20 @@ class ControlStep:
         """
         stepper: Any = self.stepper
         fb = p.mode == "fb"
-        approach = (self.goal, self._move_goal, self.move, self._move_time)
+        approach = (self.goal, self._move_goal, self.move, self._move_time, self._move_cycle)
         try:
-            move_qa = self._approach(stepper, self.period)
+            move_qa = self._begin(stepper)
+            p = self._aimed(p, fb, move_qa is not None)
             outcome, x_meas, x_used, g_status = stepper.wire(
                 p, fb, move_qa, fb and move_qa is None, self._limit_arrays(), self.period,
                 buffers, data)
         except BaseException:
-            self.goal, self._move_goal, self.move, self._move_time = approach
+            (self.goal, self._move_goal, self.move, self._move_time,
+             self._move_cycle) = approach
             raise
         if outcome != stepper.WIRE_OK:  # update() will take this cycle: as if not begun
-            self.goal, self._move_goal, self.move, self._move_time = approach
+            (self.goal, self._move_goal, self.move, self._move_time,
+             self._move_cycle) = approach
             return outcome
         if g_status & stepper.HELD:
             self.windup_holds += 1
@@ -325,9 +396,11 @@ class ControlStep:
         else:
             x_meas = model.fk(q)
             x_used = x_meas if fb else stepper.x_bar
-            proposed = stepper.propose(p, x_meas if fb else None, period)
+            move_qa = self._begin(stepper)
+            proposed = stepper.propose(self._aimed(p, fb, move_qa is not None),
+                                       x_meas if fb else None, period)
             stepper.commit(self._safe_setpoint(stepper, proposed, q, fb, saturated,
-                                               p.algorithm))
+                                               p.algorithm, move_qa))
             tau = stepper.tau if self.effort_feedforward else None
             finite = all_finite(stepper.qa, tau, stepper.q_bar)
         if not finite:

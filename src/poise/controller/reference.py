@@ -1,0 +1,142 @@
+"""What feedback tracks after a move: the model's own response to it (two-degree-of-freedom).
+
+A move to a new target excites the structure: a soft arm or the dancer still sways for several
+seconds after its actuators arrive, and in feedback mode the IK integrates the measured task
+error, sway included. A decaying sway of amplitude ``A`` at ``ω`` leaves an offset of order
+``Γ A / ω`` in q̄a that decays only at the integrator's pole ``1/Γ`` (6 s on the dancer at its
+automatic gain, longer than the sway itself), so feedback settled later than feedforward after
+every large move (docs/controller.md).
+
+Feedback is there for what the model does not know (calibration, loads), not for the response
+the model predicts. So the loop is two-degree-of-freedom: the move is feedforward, and after it
+the IK's feedback error is measured against the *model's predicted response* to the same move,
+``e = x_ref(t) − h(q)`` with ``x_ref(t) = h(q_model(t))``, not against the fixed target:
+
+* with an exact model the arm follows ``x_ref`` and the integrator sees nothing to integrate:
+  feedback settles exactly as feedforward does;
+* with a wrong model it integrates the difference between what the arm does and what the model
+  predicted: the static error (what feedback is for) and the part of the sway the model got
+  wrong; ``x_ref`` ends at the target, and past its end the error is ``x* − h(q)`` as before;
+* the reference is a signal from outside the loop, so the closed loop's stability (its bound,
+  :mod:`poise.controller.stability`) is unchanged.
+
+:func:`predicted_response` computes ``x_ref`` off the loop, when a target is planned: the
+controller's own model (its dynamics, with the actuators' position loop as
+:class:`~poise.controller.stability.LoopLinearisation` assumes it) driven by the same control
+step in feedforward mode, from rest at the current q̄, one row per loop period from the move's
+first cycle until the predicted response has settled. :class:`ControlStep
+<poise.controller.step.ControlStep>` follows it (:meth:`~poise.controller.step.ControlStep.follow`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from poise.models.base import FloatArray, MechanicalModel
+
+if TYPE_CHECKING:
+    from poise.controller.config import Config
+    from poise.controller.params import LiveParams
+    from poise.controller.planner import TargetPlan
+    from poise.controller.safety import SafetyLimits
+    from poise.controller.stepper import Stepper
+
+#: The predicted response counts as settled when it stays this close to its end for
+#: :data:`SETTLED_PERIODS` periods of the slowest structural mode [fraction of the tolerance].
+SETTLED_FRACTION = 0.05
+SETTLED_PERIODS = 1.0
+#: Longest reference: the move plus this many periods of the slowest structural mode, and
+#: never more than :data:`MAX_SECONDS`.
+MAX_PERIODS = 20.0
+MAX_SECONDS = 120.0
+
+
+def wants_reference(model: MechanicalModel, plan: TargetPlan) -> bool:
+    """Whether a plan's move leaves anything to predict: a move (the plan approaches its
+    goal) on a robot with structural modes (``n > m``: passive coordinates that sway)."""
+    return bool(plan.approach and plan.qa_goal is not None and model.n > model.m)
+
+
+def predicted_response(model: MechanicalModel, plan: TargetPlan, q_bar: FloatArray,
+                       params: LiveParams, *, tolerance: float, period: float,
+                       limits: SafetyLimits, effort_feedforward: bool, shaper: str,
+                       stepper_factory: Callable[[str, MechanicalModel], Stepper],
+                       compiled: bool = True) -> FloatArray | None:
+    """The model's task response ``x_ref`` (rows, task_dim) to ``plan``'s move from rest at
+    ``q_bar``: row ``i`` is ``h(q)`` at the sample of the move's cycle ``i`` (0: the cycle
+    that starts the move), until the response has stayed within :data:`SETTLED_FRACTION` of
+    ``tolerance`` [task units] of the model's equilibrium ``h(q̄)`` for
+    :data:`SETTLED_PERIODS` periods of the slowest structural mode (after the move),
+    at most the move plus :data:`MAX_PERIODS` periods (:data:`MAX_SECONDS`). ``None`` when
+    :func:`wants_reference` says there is nothing to predict.
+
+    The same control step as the loop's (limits, shaper, effort feed-forward, the stepper of
+    ``params.algorithm`` from ``stepper_factory``) runs in feedforward mode against the
+    model's dynamics with the devices' default position loop
+    (:class:`~poise.sim.simulator.Simulator`), in simulated time; nothing here touches the
+    live loop.
+    """
+    if not wants_reference(model, plan):
+        return None
+    from poise.controller.step import ControlStep
+    from poise.sim.simulator import Simulator
+
+    slow = plan.loop.slowest_mode() if plan.loop is not None else None
+    slow_period = slow.period if slow is not None and math.isfinite(slow.period) else 1.0
+    step = ControlStep(model, limits, period, effort_feedforward=effort_feedforward,
+                       stepper_factory=stepper_factory, delay=0, shaper=shaper)
+    step.reset(np.asarray(q_bar, dtype=float), params.algorithm)
+    stepper = step.stepper
+    assert stepper is not None
+    sim = Simulator(model, q0=stepper.q_bar, compiled=compiled)  # at rest, held
+    sim.set_mode("position")
+    sim.command(stepper.qa, stepper.tau if effort_feedforward else None)
+    step.adopt(plan)
+    ff = replace(params, mode="ff")
+    tol = SETTLED_FRACTION * float(tolerance)
+    quiet_cycles = max(1, math.ceil(SETTLED_PERIODS * slow_period / period))
+    rows: list[FloatArray] = []
+    quiet, limit = 0, None
+    while True:
+        sim.step(period)
+        out = step.update(sim.q, ff)
+        x = out.x_meas  # h(q) of this sample, computed by the cycle
+        rows.append(x)
+        sim.command(out.qa, out.tau)
+        step.look_ahead()
+        if limit is None and step.move is not None:
+            limit = min(MAX_SECONDS, step.move.duration + MAX_PERIODS * slow_period)
+        if step.goal is None:  # the move is over: wait for the response to settle
+            quiet = quiet + 1 if math.dist(x, out.x_used) <= tol else 0
+            if quiet >= quiet_cycles:
+                break
+        if limit is not None and len(rows) * period >= limit:
+            break
+    return np.array(rows)
+
+
+def with_reference(plan: TargetPlan, q_bar: FloatArray | None, params: LiveParams,
+                   config: Config, model: MechanicalModel, limits: SafetyLimits,
+                   stepper_factory: Callable[[str, MechanicalModel], Stepper]) -> TargetPlan:
+    """``plan`` carrying the reference feedback follows after its move: in ``fb`` with
+    ``loop.follow_model``, the :func:`predicted_response` from ``q_bar`` (where the move
+    starts) with ``params`` (the parameters at the new target); else ``plan`` itself."""
+    loop = config.loop
+    if (params.mode != "fb" or not loop.follow_model or q_bar is None
+            or not wants_reference(model, plan)):
+        return plan
+    rows = predicted_response(model, plan, q_bar, params,
+                              tolerance=config.algorithm.tolerance, period=1.0 / loop.rate,
+                              limits=limits, effort_feedforward=loop.effort_feedforward,
+                              shaper=loop.shaper, stepper_factory=stepper_factory,
+                              compiled=loop.compiled)
+    return replace(plan, reference=rows)
+
+
+__all__ = ["MAX_PERIODS", "MAX_SECONDS", "SETTLED_FRACTION", "SETTLED_PERIODS",
+           "predicted_response", "wants_reference", "with_reference"]
