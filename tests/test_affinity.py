@@ -142,3 +142,17 @@ def test_the_loop_benchmark_runs_each_cpu_setting_and_reports_where_the_loop_ran
     table = benchmark.table(result).splitlines()
     assert table[1].split()[4] == "cpu"
     assert [line.split()[4] for line in table[2:4]] == ["-", str(cpu)]
+    # the hypervisor's share of the window, read from /proc/stat (Linux)
+    assert all(r["steal_pct"] is None or 0.0 <= r["steal_pct"] <= 100.0
+               for r in result["runs"])
+    assert table[1].split()[-1] == "steal"
+
+
+def test_steal_is_the_hypervisors_share_of_the_cpu_time_between_two_readings():
+    from poise.controller.benchmark import cpu_times, steal_pct
+
+    now = cpu_times()
+    assert now is not None and 0 <= now[0] <= now[1]  # Linux: /proc/stat is there
+    assert steal_pct((100, 10_000), (150, 12_000)) == 2.5  # 50 of 2,000 ticks
+    assert steal_pct((100, 10_000), (100, 10_000)) is None  # no time passed
+    assert steal_pct(None, now) is None
