@@ -136,7 +136,7 @@ def test_zvdd_leaves_the_dancer_still_after_a_move_whose_sway_frequency_changes(
     for kind in ("zv", "zvdd"):
         config = load_config(resolve_config("dancer"), {
             "algorithm.target": ([-0.874, 0.421], "test"), "loop.mode": ("ff", "test"),
-            "loop.shaper": (kind, "test")})
+            "loop.shaper": (kind, "test"), "loop.choose_move": (False, "test")})
         loop = SimulatedLoop(config, seed=2, noise=False)
         loop.start()
         loop.run(20.0)

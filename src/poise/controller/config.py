@@ -172,6 +172,12 @@ class LoopConfig:
                                  "the move (its sway included), not the fixed target, so "
                                  "feedback integrates only what the model did not predict "
                                  "(poise.controller.reference); false: against the target")
+    choose_move: bool = setting(True, "boolean", "where the slowest structural mode is "
+                                "lightly damped (ζ < 0.15), each target's move is chosen on "
+                                "the model: ZV, ZVD or ZVDD at 1, 0.7 or 0.5 × the speed, the "
+                                "one whose predicted response settles first (a few seconds "
+                                "of planning; poise.controller.reference); false: the "
+                                "configured shaper at full speed")
     switch_interval: float = setting(
         2e-4, "number", "sys.setswitchinterval while the loop runs [s]: how long another "
         "Python thread may hold the GIL before the loop thread gets it; 0 leaves it", ge=0,
@@ -501,7 +507,8 @@ def _loop(t: _Table) -> LoopConfig:
     return LoopConfig(
         rate=_rate(t), mode=t.get("mode"), pacing=t.get("pacing"),
         effort_feedforward=t.get("effort_feedforward"), shaper=t.get("shaper"),
-        follow_model=t.get("follow_model"), switch_interval=t.get("switch_interval"),
+        follow_model=t.get("follow_model"), choose_move=t.get("choose_move"),
+        switch_interval=t.get("switch_interval"),
         compiled=t.get("compiled"),
         priority=t.get("priority"), process=t.get("process"),
         busy_poll=t.get("busy_poll"), wire=t.get("wire"), cpu=t.get("cpu"),

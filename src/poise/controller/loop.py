@@ -63,7 +63,7 @@ from poise.controller.params import (
     with_plan,
 )
 from poise.controller.planner import TargetPlan, UnstableTarget
-from poise.controller.reference import with_reference
+from poise.controller.reference import choose_move
 from poise.controller.safety import SafetyLimits
 from poise.controller.state import LATCHED, State, StateMachine
 from poise.controller.step import ControlStep, StepFault, stepper_factory
@@ -375,7 +375,7 @@ class Controller(SubscriberHub):
                 except ParamError as exc:
                     return _no("run", str(exc))
                 # the loop resets the step from the measured q: the move starts there
-                plan = self._with_reference(plan, params, self._last.get("q"))
+                plan = self._choose_move(plan, params, self._last.get("q"))
                 self._set_plan(plan)
                 self._params = params
                 self._event("param", name="start", value=None, id="", source=cause,
@@ -579,7 +579,7 @@ class Controller(SubscriberHub):
         stepper = self.step.stepper
         if plan is not None and prepared is None and self.state == State.RUNNING and \
                 stepper is not None:  # (not running: start plans again)
-            plan = self._with_reference(plan, new, stepper.q_bar)
+            plan = self._choose_move(plan, new, stepper.q_bar)
         with self._param_lock:  # atomic with the e-stop latch (estop() takes it too)
             if self.state == State.ESTOP:  # it latched while the target was being planned
                 raise ParamError(f"e-stop latched ({self.reason}) while the command was "
@@ -622,12 +622,13 @@ class Controller(SubscriberHub):
         except UnstableTarget as exc:
             raise ParamError(str(exc)) from None
 
-    def _with_reference(self, plan: TargetPlan, params: LiveParams,
-                        q_start: np.ndarray | None) -> TargetPlan:
-        """``plan`` with the model's predicted response to its move from ``q_start``, which
-        feedback follows after it (:func:`~poise.controller.reference.with_reference`)."""
-        return with_reference(plan, q_start, params, self.config, self.model, self.limits,
-                              self.step.stepper_factory)
+    def _choose_move(self, plan: TargetPlan, params: LiveParams,
+                     q_start: np.ndarray | None) -> TargetPlan:
+        """``plan`` with its move from ``q_start`` chosen on the model and the predicted
+        response feedback follows after it (:func:`~poise.controller.reference.choose_move`).
+        """
+        return choose_move(plan, q_start, params, self.config, self.model, self.limits,
+                           self.step.stepper_factory)
 
     def _set_plan(self, plan: TargetPlan) -> None:
         """Make ``plan`` current: the loop moves the actuators to its goal, then runs the IK."""

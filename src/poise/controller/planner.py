@@ -83,6 +83,8 @@ class TargetPlan:
             shaper_for` of ``loop``'s structural modes; the identity without ``loop``).
         start_shaper: the shaper of its start (the modes at the first start, the current
             q̄; the arm's modes change along the way).
+        speed: the move's speed as a fraction of :func:`approach_speed` (chosen on the
+            model with the shapers, :func:`~poise.controller.reference.choose_move`).
         reference: the model's predicted task response to the move (rows, task_dim), which
             feedback follows after it (:mod:`poise.controller.reference`); None: none.
     """
@@ -96,6 +98,7 @@ class TargetPlan:
     loop: LoopLinearisation | None = field(default=None, compare=False, repr=False)
     shaper: Shaper = field(default_factory=Shaper)
     start_shaper: Shaper = field(default_factory=Shaper)
+    speed: float = 1.0
     reference: FloatArray | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -236,11 +239,12 @@ def approach_speed(qa_min: FloatArray, qa_max: FloatArray, qa_rate: FloatArray
 def approach_move(plan: TargetPlan, qa: FloatArray, qa_min: FloatArray, qa_max: FloatArray,
                   qa_rate: FloatArray) -> ShapedMove:
     """The move of the actuators from ``qa`` to the plan's goal (clipped to the limits): a
-    straight line at :func:`approach_speed`, shaped by the plan's shapers."""
+    straight line at the plan's ``speed`` × :func:`approach_speed`, shaped by the plan's
+    shapers."""
     assert plan.qa_goal is not None
     goal = np.clip(plan.qa_goal, qa_min, qa_max)
-    return ShapedMove(qa, goal, approach_speed(qa_min, qa_max, qa_rate), plan.shaper,
-                      plan.start_shaper)
+    return ShapedMove(qa, goal, plan.speed * approach_speed(qa_min, qa_max, qa_rate),
+                      plan.shaper, plan.start_shaper)
 
 
 __all__ = ["APPROACH_SPEED", "EXTRA_STARTS", "INNER_RANGE", "RATE_MARGIN", "TargetPlan",

@@ -50,6 +50,13 @@ if TYPE_CHECKING:
 #: :data:`SETTLED_PERIODS` periods of the slowest structural mode [fraction of the tolerance].
 SETTLED_FRACTION = 0.05
 SETTLED_PERIODS = 1.0
+#: The moves :func:`choose_move` tries on the model: these shapers of the slowest mode, each
+#: at these fractions of the allowed speed.
+MOVE_SHAPERS = ("zvdd", "zvd", "zv")
+MOVE_SPEEDS = (1.0, 0.7, 0.5)
+#: A move chosen on the model overshoots no more than the plan's own or this fraction of the
+#: distance moved.
+OVERSHOOT = 0.05
 #: Longest reference: the move plus this many periods of the slowest structural mode, and
 #: never more than :data:`MAX_SECONDS`.
 MAX_PERIODS = 20.0
@@ -66,7 +73,8 @@ def predicted_response(model: MechanicalModel, plan: TargetPlan, q_bar: FloatArr
                        params: LiveParams, *, tolerance: float, period: float,
                        limits: SafetyLimits, effort_feedforward: bool, shaper: str,
                        stepper_factory: Callable[[str, MechanicalModel], Stepper],
-                       compiled: bool = True) -> FloatArray | None:
+                       compiled: bool = True, give_up: float | None = None
+                       ) -> FloatArray | None:
     """The model's task response ``x_ref`` (rows, task_dim) to ``plan``'s move from rest at
     ``q_bar``: row ``i`` is ``h(q)`` at the sample of the move's cycle ``i`` (0: the cycle
     that starts the move), until the response has stayed within :data:`SETTLED_FRACTION` of
@@ -79,7 +87,9 @@ def predicted_response(model: MechanicalModel, plan: TargetPlan, q_bar: FloatArr
     ``params.algorithm`` from ``stepper_factory``) runs in feedforward mode against the
     model's dynamics with the devices' default position loop
     (:class:`~poise.sim.simulator.Simulator`), in simulated time; nothing here touches the
-    live loop.
+    live loop. ``give_up`` [s]: None as soon as the response is still farther than
+    ``tolerance`` from the target that long after the move's start (it cannot settle before
+    then: :func:`choose_move` prunes with it).
     """
     if not wants_reference(model, plan):
         return None
@@ -117,7 +127,106 @@ def predicted_response(model: MechanicalModel, plan: TargetPlan, q_bar: FloatArr
                 break
         if limit is not None and len(rows) * period >= limit:
             break
+        if give_up is not None and len(rows) * period > give_up and \
+                math.dist(x, plan.target) > tolerance:
+            return None
     return np.array(rows)
+
+
+def settle_time(rows: FloatArray, target: FloatArray, tolerance: float, period: float
+                ) -> float:
+    """When a response (rows, one per ``period``) is within ``tolerance`` of ``target``
+    for good [s from its first row]."""
+    outside = np.nonzero(np.linalg.norm(rows - np.asarray(target), axis=1) > tolerance)[0]
+    return float(outside[-1] + 1) * period if outside.size else 0.0
+
+
+def overshoot(rows: FloatArray, target: FloatArray) -> float:
+    """The largest excursion of a response past ``target`` along the direction from its
+    first row to the target, as a fraction of that distance (0 for no move)."""
+    target = np.asarray(target, dtype=float)
+    direction = target - rows[0]
+    distance = float(np.linalg.norm(direction))
+    if distance == 0.0:
+        return 0.0
+    return max(0.0, float(np.max((rows - target) @ direction))) / distance ** 2
+
+
+def lightly_damped(model: MechanicalModel, plan: TargetPlan, q_bar: FloatArray) -> bool:
+    """Whether the slowest structural mode at the move's start or goal is lightly damped
+    (``ζ <`` :data:`~poise.controller.shaping.ZETA_SHAPED`): an arm that rings long after a
+    move, whose move :func:`choose_move` chooses on the model."""
+    from poise.controller.shaping import ZETA_SHAPED
+    from poise.controller.stability import structural_modes
+
+    if plan.loop is None:
+        return False
+    modes = plan.loop.structural_modes()[:1] + structural_modes(
+        model, np.asarray(q_bar, dtype=float), plan.loop.actuators)[:1]
+    return any(mode.zeta < ZETA_SHAPED for mode in modes)
+
+
+def move_candidates(model: MechanicalModel, plan: TargetPlan, q_bar: FloatArray
+                    ) -> list[TargetPlan]:
+    """``plan`` and its variants :func:`choose_move` tries: each shaper of
+    :data:`MOVE_SHAPERS` on the slowest modes at both ends, at each speed of
+    :data:`MOVE_SPEEDS` (``plan`` first: it wins ties)."""
+    from poise.controller.shaping import shaper_for
+    from poise.controller.stability import structural_modes
+
+    assert plan.loop is not None
+    goal_modes = plan.loop.structural_modes()
+    start_modes = structural_modes(model, np.asarray(q_bar, dtype=float), plan.loop.actuators)
+    out = [plan]
+    for kind in MOVE_SHAPERS:
+        shaper, start = shaper_for(goal_modes, kind), shaper_for(start_modes, kind)
+        for speed in MOVE_SPEEDS:
+            candidate = replace(plan, shaper=shaper, start_shaper=start, speed=speed)
+            if all(candidate != c for c in out):
+                out.append(candidate)
+    return out
+
+
+def choose_move(plan: TargetPlan, q_bar: FloatArray | None, params: LiveParams,
+                config: Config, model: MechanicalModel, limits: SafetyLimits,
+                stepper_factory: Callable[[str, MechanicalModel], Stepper]) -> TargetPlan:
+    """``plan`` with the move that settles first on the model and, in ``fb`` with
+    ``loop.follow_model``, that move's predicted response as its reference.
+
+    With ``loop.choose_move`` on a robot whose slowest mode is lightly damped
+    (:func:`lightly_damped`), each of :func:`move_candidates` runs through
+    :func:`predicted_response` (pruned as soon as it cannot beat the best so far) and the
+    one whose response enters the tolerance for good first is kept, among those that
+    overshoot no more than the plan's own move or :data:`OVERSHOOT` of the distance: over a
+    long move the arm's modes change, and no shaper designed at the ends cancels every sway,
+    while a slower move excites less. Otherwise the plan's own move
+    (:func:`with_reference`)."""
+    loop = config.loop
+    if not (loop.choose_move and q_bar is not None and wants_reference(model, plan)
+            and lightly_damped(model, plan, q_bar)):
+        return with_reference(plan, q_bar, params, config, model, limits, stepper_factory)
+    period, tol = 1.0 / loop.rate, config.algorithm.tolerance
+    best: tuple[float, TargetPlan, FloatArray] | None = None
+    allowed = OVERSHOOT
+    for candidate in move_candidates(model, plan, q_bar):
+        rows = predicted_response(model, candidate, q_bar, params, tolerance=tol,
+                                  period=period, limits=limits,
+                                  effort_feedforward=loop.effort_feedforward,
+                                  shaper=loop.shaper, stepper_factory=stepper_factory,
+                                  compiled=loop.compiled,
+                                  give_up=None if best is None else best[0])
+        if rows is None:
+            continue
+        if best is None:  # the plan's own move: the overshoot it allows the others
+            allowed = max(allowed, overshoot(rows, plan.target))
+        elif overshoot(rows, plan.target) > allowed:
+            continue
+        settle = settle_time(rows, plan.target, tol, period)
+        if best is None or settle < best[0]:
+            best = (settle, candidate, rows)
+    assert best is not None  # the first candidate is never given up
+    follow = params.mode == "fb" and loop.follow_model
+    return replace(best[1], reference=best[2] if follow else None)
 
 
 def with_reference(plan: TargetPlan, q_bar: FloatArray | None, params: LiveParams,
@@ -138,5 +247,7 @@ def with_reference(plan: TargetPlan, q_bar: FloatArray | None, params: LiveParam
     return replace(plan, reference=rows)
 
 
-__all__ = ["MAX_PERIODS", "MAX_SECONDS", "SETTLED_FRACTION", "SETTLED_PERIODS",
-           "predicted_response", "wants_reference", "with_reference"]
+__all__ = ["MAX_PERIODS", "MAX_SECONDS", "MOVE_SHAPERS", "MOVE_SPEEDS", "OVERSHOOT",
+           "SETTLED_FRACTION",
+           "SETTLED_PERIODS", "choose_move", "lightly_damped", "move_candidates", "overshoot",
+           "predicted_response", "settle_time", "wants_reference", "with_reference"]

@@ -184,7 +184,7 @@ class RealtimeController(SubscriberHub):
         self._last_sample: CycleSample | None = None
         self._plan_goal: np.ndarray | None = None  # the child's current plan's q_goal
         self._limits: SafetyLimits | None = None  # the child's safety limits (its plans')
-        #: The steppers of the references made here (:meth:`_with_reference`), made once.
+        #: The steppers of the references made here (:meth:`_choose_move`), made once.
         self._factory: Callable[[str, MechanicalModel], Stepper] | None = None
         self._last_summary: dict[str, Any] = {}
         self._final: dict[str, Any] | None = None
@@ -518,20 +518,20 @@ class RealtimeController(SubscriberHub):
                                period=self.period,
                                effort_feedforward=self.config.loop.effort_feedforward,
                                params=self._params, shaper=self.config.loop.shaper)
-            return self._with_reference(plan, starts[0])
+            return self._choose_move(plan, starts[0])
         except UnstableTarget as exc:
             return ParamError(str(exc))
         except ParamError as exc:
             return exc
 
-    def _with_reference(self, plan: TargetPlan, q_bar: np.ndarray) -> TargetPlan:
-        """``plan`` with the model's predicted response to its move from ``q_bar``, which
-        feedback follows after it (:func:`~poise.controller.reference.with_reference`),
+    def _choose_move(self, plan: TargetPlan, q_bar: np.ndarray) -> TargetPlan:
+        """``plan`` with its move from ``q_bar`` chosen on the model and the predicted
+        response feedback follows after it (:func:`~poise.controller.reference.choose_move`),
         computed here (with this process's own compiled steppers, loaded at the first use)
         rather than beside the loop; ``plan`` itself before the child reported its limits
         or when the parameters at the target are refused (the child refuses them too)."""
         from poise.controller.params import ParamError, with_plan
-        from poise.controller.reference import with_reference
+        from poise.controller.reference import choose_move
 
         limits = self._limits
         if limits is None:
@@ -544,8 +544,8 @@ class RealtimeController(SubscriberHub):
             from poise.controller.step import stepper_factory
 
             self._factory = stepper_factory(self.model, self.config.loop.compiled)[0]
-        return with_reference(plan, q_bar, params, self.config, self.model, limits,
-                              self._factory)
+        return choose_move(plan, q_bar, params, self.config, self.model, limits,
+                           self._factory)
 
     def _await(self, p: _Pending, cid: int, timeout: float | None) -> CommandResponse:
         if not p.done.wait(timeout) or not p.ok:

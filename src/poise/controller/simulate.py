@@ -21,7 +21,7 @@ import numpy as np
 
 from poise.controller.config import Config, ControllerModel, build_model
 from poise.controller.params import LiveParams, with_plan
-from poise.controller.reference import with_reference
+from poise.controller.reference import choose_move
 from poise.controller.safety import SafetyLimits
 from poise.controller.step import ControlStep, StepOutput, stepper_factory
 from poise.devices.base import Status
@@ -81,9 +81,9 @@ class SimulatedLoop:
                                    self.config.algorithm.tolerance, self.params)
         params = with_plan(self.params, plan)
         stepper = self.step.stepper
-        self.step.adopt(with_reference(plan, stepper.q_bar if stepper else None, params,
-                                       self.config, self.model, self.limits,
-                                       self.step.stepper_factory))
+        self.step.adopt(choose_move(plan, stepper.q_bar if stepper else None, params,
+                                    self.config, self.model, self.limits,
+                                    self.step.stepper_factory))
         self.params = params
         return plan.note()
 
