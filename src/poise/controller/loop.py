@@ -63,7 +63,7 @@ from poise.controller.params import (
     with_plan,
 )
 from poise.controller.planner import TargetPlan, UnstableTarget
-from poise.controller.reference import choose_move
+from poise.controller.reference import choose_move, predicts
 from poise.controller.safety import SafetyLimits
 from poise.controller.state import LATCHED, State, StateMachine
 from poise.controller.step import ControlStep, StepFault, stepper_factory
@@ -329,6 +329,12 @@ class Controller(SubscriberHub):
             factory, report = stepper_factory(self.model, self.config.loop.compiled,
                                               dynamics=simulator)
             self.step.stepper_factory = factory
+            if report is not None and predicts(self.model, self.config):
+                # the plans' model predictions step its dynamics: loaded now, not while
+                # the loop runs beside a target's planning (in this process: the GIL)
+                from poise.sim.compiled import CompiledPlant
+
+                CompiledPlant(self.model)
             self._kernels_ready = True
         if report is not None:
             self._event("info", code="kernels_ready", seconds=round(report.seconds, 3),

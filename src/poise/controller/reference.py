@@ -69,6 +69,14 @@ def wants_reference(model: MechanicalModel, plan: TargetPlan) -> bool:
     return bool(plan.approach and plan.qa_goal is not None and model.n > model.m)
 
 
+def predicts(model: MechanicalModel, config: Config) -> bool:
+    """Whether plans of this run predict the model's response (:func:`choose_move`,
+    :func:`with_reference`): a robot with structural modes and ``loop.follow_model`` or
+    ``loop.choose_move`` on."""
+    loop = config.loop
+    return model.n > model.m and (loop.follow_model or loop.choose_move)
+
+
 def predicted_response(model: MechanicalModel, plan: TargetPlan, q_bar: FloatArray,
                        params: LiveParams, *, tolerance: float, period: float,
                        limits: SafetyLimits, effort_feedforward: bool, shaper: str,
@@ -247,7 +255,21 @@ def with_reference(plan: TargetPlan, q_bar: FloatArray | None, params: LiveParam
     return replace(plan, reference=rows)
 
 
-__all__ = ["MAX_PERIODS", "MAX_SECONDS", "MOVE_SHAPERS", "MOVE_SPEEDS", "OVERSHOOT",
-           "SETTLED_FRACTION",
-           "SETTLED_PERIODS", "choose_move", "lightly_damped", "move_candidates", "overshoot",
-           "predicted_response", "settle_time", "wants_reference", "with_reference"]
+__all__ = [
+    "MAX_PERIODS",
+    "MAX_SECONDS",
+    "MOVE_SHAPERS",
+    "MOVE_SPEEDS",
+    "OVERSHOOT",
+    "SETTLED_FRACTION",
+    "SETTLED_PERIODS",
+    "choose_move",
+    "lightly_damped",
+    "move_candidates",
+    "overshoot",
+    "predicted_response",
+    "predicts",
+    "settle_time",
+    "wants_reference",
+    "with_reference",
+]
