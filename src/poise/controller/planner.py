@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from poise.controller.bounds import warm
-from poise.controller.shaping import ShapedMove, Shaper, shaper_for
+from poise.controller.shaping import ShapedMove, Shaper, Warp, shaper_for
 from poise.controller.stability import IKGains, LoopLinearisation, structural_modes
 from poise.ik.held import HeldOptions, algorithm1, algorithm2
 from poise.ik.result import IKResult
@@ -99,6 +99,7 @@ class TargetPlan:
     shaper: Shaper = field(default_factory=Shaper)
     start_shaper: Shaper = field(default_factory=Shaper)
     speed: float = 1.0
+    warp: Warp | None = None
     reference: FloatArray | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -244,7 +245,7 @@ def approach_move(plan: TargetPlan, qa: FloatArray, qa_min: FloatArray, qa_max: 
     assert plan.qa_goal is not None
     goal = np.clip(plan.qa_goal, qa_min, qa_max)
     return ShapedMove(qa, goal, plan.speed * approach_speed(qa_min, qa_max, qa_rate),
-                      plan.shaper, plan.start_shaper)
+                      plan.shaper, plan.start_shaper, plan.warp)
 
 
 __all__ = ["APPROACH_SPEED", "EXTRA_STARTS", "INNER_RANGE", "RATE_MARGIN", "TargetPlan",

@@ -54,6 +54,12 @@ SETTLED_PERIODS = 1.0
 #: at these fractions of the allowed speed.
 MOVE_SHAPERS = ("zvdd", "zvd", "zv")
 MOVE_SPEEDS = (1.0, 0.7, 0.5)
+#: Where the arm's equilibrium moves unevenly along the line, each shaper also slowed where
+#: it moves fast (:func:`~poise.controller.warp.equilibrium_warp`), its equilibrium never
+#: faster than these fractions of its mean speed along the line ...
+MOVE_WARPS = (0.7, 0.5)
+#: ... at these fractions of the allowed speed.
+WARP_SPEEDS = (1.0, 0.7)
 #: A move chosen on the model overshoots no more than the plan's own or this fraction of the
 #: distance moved.
 OVERSHOOT = 0.05
@@ -178,20 +184,29 @@ def move_candidates(model: MechanicalModel, plan: TargetPlan, q_bar: FloatArray
                     ) -> list[TargetPlan]:
     """``plan`` and its variants :func:`choose_move` tries: each shaper of
     :data:`MOVE_SHAPERS` on the slowest modes at both ends, at each speed of
-    :data:`MOVE_SPEEDS` (``plan`` first: it wins ties)."""
+    :data:`MOVE_SPEEDS`; where the equilibrium moves unevenly along the line, each shaper
+    warped by each cap of :data:`MOVE_WARPS` at each speed of :data:`WARP_SPEEDS` (``plan``
+    first: it wins ties)."""
     from poise.controller.shaping import shaper_for
     from poise.controller.stability import structural_modes
+    from poise.controller.warp import equilibrium_warp
 
-    assert plan.loop is not None
+    assert plan.loop is not None and plan.qa_goal is not None
+    q_bar = np.asarray(q_bar, dtype=float)
     goal_modes = plan.loop.structural_modes()
-    start_modes = structural_modes(model, np.asarray(q_bar, dtype=float), plan.loop.actuators)
+    start_modes = structural_modes(model, q_bar, plan.loop.actuators)
+    warps = [equilibrium_warp(model, q_bar, plan.qa_goal, cap) for cap in MOVE_WARPS]
+    variants = [(None, MOVE_SPEEDS)] + [(warp, WARP_SPEEDS) for warp in warps
+                                        if warp is not None]
     out = [plan]
-    for kind in MOVE_SHAPERS:
-        shaper, start = shaper_for(goal_modes, kind), shaper_for(start_modes, kind)
-        for speed in MOVE_SPEEDS:
-            candidate = replace(plan, shaper=shaper, start_shaper=start, speed=speed)
-            if all(candidate != c for c in out):
-                out.append(candidate)
+    for warp, speeds in variants:
+        for kind in MOVE_SHAPERS:
+            shaper, start = shaper_for(goal_modes, kind), shaper_for(start_modes, kind)
+            for speed in speeds:
+                candidate = replace(plan, shaper=shaper, start_shaper=start, speed=speed,
+                                    warp=warp)
+                if all(candidate != c for c in out):
+                    out.append(candidate)
     return out
 
 
@@ -260,9 +275,11 @@ __all__ = [
     "MAX_SECONDS",
     "MOVE_SHAPERS",
     "MOVE_SPEEDS",
+    "MOVE_WARPS",
     "OVERSHOOT",
     "SETTLED_FRACTION",
     "SETTLED_PERIODS",
+    "WARP_SPEEDS",
     "choose_move",
     "lightly_damped",
     "move_candidates",

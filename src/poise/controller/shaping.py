@@ -27,8 +27,10 @@ The next one, and any mode damped less than :data:`ZETA_DAMPED`, gets a ZV shape
 
 with ``T_move`` the straight line's duration at the allowed actuator speeds: the speed never
 exceeds the unshaped one (the amplitudes are positive and sum to 1), so the safety layer's rate
-limit never distorts it. It is evaluated in closed form, with no buffer of past commands: one
-scalar per cycle, written into a preallocated vector.
+limit never distorts it. A :class:`Warp` ``w`` replaces the progress ``p`` by ``w(p)`` and
+``T_move`` by ``T_move · max w′``: the same path, slower where the arm's equilibrium moves
+fast (:mod:`poise.controller.warp`). It is evaluated in closed form, with no buffer of past
+commands: one scalar per cycle, written into a preallocated vector.
 """
 
 from __future__ import annotations
@@ -106,6 +108,38 @@ class Shaper:
         return {"times_s": list(self.times), "amplitudes": list(self.amplitudes)}
 
 
+@dataclass(frozen=True)
+class Warp:
+    """Where along the straight line a move is, as a function of its shaped progress: line
+    progress ``s = w(f)`` at knots ``f`` (both ascending from 0 to 1), linear in between.
+
+    The identity is the straight line at constant speed. A warp slows the line where the
+    arm's equilibrium moves fast (:func:`poise.controller.warp.equilibrium_warp`); a move
+    under it lasts :attr:`steepest` times longer, so that no actuator moves faster than it
+    would on the unwarped line.
+    """
+
+    f: tuple[float, ...] = (0.0, 1.0)
+    s: tuple[float, ...] = (0.0, 1.0)
+
+    @property
+    def steepest(self) -> float:
+        """The largest ``ds/df``: how much longer the move must be for the same top speed."""
+        return max((s1 - s0) / (f1 - f0) for f0, f1, s0, s1
+                   in zip(self.f, self.f[1:], self.s, self.s[1:], strict=False) if f1 > f0)
+
+    def __call__(self, f: float) -> float:
+        """Line progress at shaped progress ``f`` (clipped to [0, 1])."""
+        knots = self.f
+        k = bisect.bisect_right(knots, f) - 1
+        if k < 0:
+            return 0.0
+        if k >= len(knots) - 1:
+            return 1.0
+        w = (f - knots[k]) / (knots[k + 1] - knots[k])
+        return self.s[k] + w * (self.s[k + 1] - self.s[k])
+
+
 def _k_and_half_period(mode: Mode) -> tuple[float, float]:
     zeta = min(max(mode.zeta, 0.0), 0.99)
     root = math.sqrt(1 - zeta * zeta)
@@ -174,10 +208,12 @@ class ShapedMove:
         speed: the largest speed of each actuator (m,) [actuator units/s], > 0.
         shaper: the input shaper at the goal.
         start_shaper: the input shaper at the start (default: ``shaper``).
+        warp: where along the line the shaped progress is (default: the identity).
     """
 
     def __init__(self, start: FloatArray, goal: FloatArray, speed: FloatArray,
-                 shaper: Shaper, start_shaper: Shaper | None = None) -> None:
+                 shaper: Shaper, start_shaper: Shaper | None = None,
+                 warp: Warp | None = None) -> None:
         self.start = np.array(start, dtype=float)
         self.goal = np.array(goal, dtype=float)
         self.delta = self.goal - self.start
@@ -186,6 +222,9 @@ class ShapedMove:
             raise ValueError(f"speed = {speed.tolist()}: must be > 0")
         #: duration of the unshaped line [s] (all actuators arrive together)
         self.move_time = float(np.max(np.abs(self.delta) / speed)) if self.delta.size else 0.0
+        self.warp = warp
+        if warp is not None:
+            self.move_time *= warp.steepest
         self.shaper = shaper
         self.start_shaper = start_shaper if start_shaper is not None else shaper
         first = self.start_shaper
@@ -228,7 +267,8 @@ class ShapedMove:
         if k >= len(self._breaks) - 1:
             return 1.0
         area = self._area[k] + self._value[k] * (t - self._breaks[k])
-        return min(1.0, area / self._total)
+        f = min(1.0, area / self._total)
+        return f if self.warp is None else self.warp(f)
 
     def at(self, t: float, out: FloatArray | None = None) -> FloatArray:
         """The actuator command at time ``t`` [s], into ``out`` (m,) when given, else into an
@@ -239,5 +279,5 @@ class ShapedMove:
         return out
 
 
-__all__ = ["MAX_SHAPED_MODES", "ZETA_DAMPED", "ZETA_SHAPED", "ShapedMove", "Shaper",
+__all__ = ["MAX_SHAPED_MODES", "ZETA_DAMPED", "ZETA_SHAPED", "ShapedMove", "Shaper", "Warp",
            "shaper_for"]
