@@ -185,8 +185,9 @@ def move_candidates(model: MechanicalModel, plan: TargetPlan, q_bar: FloatArray
     """``plan`` and its variants :func:`choose_move` tries: each shaper of
     :data:`MOVE_SHAPERS` on the slowest modes at both ends, at each speed of
     :data:`MOVE_SPEEDS`; where the equilibrium moves unevenly along the line, each shaper
-    warped by each cap of :data:`MOVE_WARPS` at each speed of :data:`WARP_SPEEDS` (``plan``
-    first: it wins ties)."""
+    warped by each cap of :data:`MOVE_WARPS` at each speed of :data:`WARP_SPEEDS`, tried
+    before the straight ones (they settle first where they apply, and the others are then
+    given up sooner). ``plan`` first: it wins ties."""
     from poise.controller.shaping import shaper_for
     from poise.controller.stability import structural_modes
     from poise.controller.warp import equilibrium_warp
@@ -196,8 +197,8 @@ def move_candidates(model: MechanicalModel, plan: TargetPlan, q_bar: FloatArray
     goal_modes = plan.loop.structural_modes()
     start_modes = structural_modes(model, q_bar, plan.loop.actuators)
     warps = [equilibrium_warp(model, q_bar, plan.qa_goal, cap) for cap in MOVE_WARPS]
-    variants = [(None, MOVE_SPEEDS)] + [(warp, WARP_SPEEDS) for warp in warps
-                                        if warp is not None]
+    variants = [(warp, WARP_SPEEDS) for warp in warps if warp is not None] + [
+        (None, MOVE_SPEEDS)]
     out = [plan]
     for warp, speeds in variants:
         for kind in MOVE_SHAPERS:
