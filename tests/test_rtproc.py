@@ -344,6 +344,12 @@ def test_targets_are_planned_in_the_parent_while_the_loop_runs(running):
     assert resp.accepted, resp
     period = 1.0 / running.config.loop.rate
     assert wait_until(lambda: (running.summary().get("reference_s") or 0) > 10 * period, SLOW)
+    # the summary describes the move: made in the child, predicted by the parent's plan
+    assert wait_until(lambda: running.summary()["move"]["duration_s"] is not None, SLOW)
+    summary = running.summary()
+    move = summary["move"]
+    assert move["speed"] == 1.0 and move["slowdown"] == 1.0 and move["duration_s"] > 0
+    assert 0 < move["predicted_settle_s"] <= summary["reference_s"]
     bad = running._prepare(Command("target", [float("nan")]))
     assert isinstance(bad, ParamError) and "target" in str(bad)
     resp = running.submit(Command("target", [float("nan")], id="nan"))

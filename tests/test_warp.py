@@ -161,3 +161,33 @@ def test_warped_moves_are_tried_only_where_the_equilibrium_moves_unevenly():
     assert equilibrium_warp(soft.model, q14, plan15.qa_goal, 0.5) is None
     with pytest.raises(ValueError, match="cap"):
         equilibrium_warp(loop.model, q_start, plan.qa_goal, 0.0)
+
+
+def test_the_summary_describes_the_warped_move_and_its_predicted_settling():
+    """``ControlStep.move_summary`` (the ``move`` of ``poise run``'s JSON summary) and the
+    summary's line: the plan's speed, shaper, the warp's slowdown, the move's duration once
+    made and the settling time the plan predicted."""
+    from poise.cli.run_cmd import move_lines
+
+    loop, q_start, plan = crossing()
+    warp = equilibrium_warp(loop.model, q_start, plan.qa_goal, 0.5)
+    assert warp is not None
+    chosen = replace(plan, speed=0.7, warp=warp, settle_s=12.7)
+    step = loop.step
+    step.reset(q_start, loop.params.algorithm)
+    step.adopt(chosen)
+    before = step.move_summary
+    assert before is not None and before["duration_s"] is None  # not made yet
+    step.update(q_start, with_plan(loop.params, chosen))
+    move = step.move_summary
+    assert move is not None and step.move is not None
+    assert move["speed"] == 0.7 and move["slowdown"] == pytest.approx(warp.steepest)
+    assert move["shaper_s"] == list(plan.shaper.times)
+    assert move["duration_s"] == pytest.approx(step.move.duration)
+    assert move["predicted_settle_s"] == 12.7
+    (line,) = move_lines(move)
+    assert f"{warp.steepest:.3g} × longer" in line and "0.7 × the speed" in line
+    assert "settles 12.7 s" in line
+    assert move_lines(None) == []
+    step.adopt(replace(plan, approach=False))
+    assert step.move_summary is None

@@ -334,6 +334,7 @@ def format_summary(s: dict[str, Any]) -> str:
         f"statics residual {_fmt(s['statics_residual'])})",
         *stability_lines(s.get("params") or {}),
         *follow_lines(s),
+        *move_lines(s.get("move")),
         f"cycles            {t['cycles']}  missed {t['missed']} ({t['missed_pct']} %)  "
         f"overruns {t['overruns']}",
         "timing [µs]       p50      p90      p99    p99.9      max",
@@ -402,6 +403,24 @@ def follow_lines(s: dict[str, Any]) -> list[str]:
         return []
     return [f"follows model     fb measured against the model's predicted response for "
             f"{seconds:.3g} s from the move's start (loop.follow_model)"]
+
+
+def move_lines(move: dict[str, Any] | None) -> list[str]:
+    """The summary's line on the current target's move (``ControlStep.move_summary``):
+    its shaper, speed, slowdown, duration and the model's predicted settling time."""
+    if not move:
+        return []
+    impulses = len(move["shaper_s"])
+    parts = [f"shaped by {impulses} impulses over {move['shaper_s'][-1]:.3g} s"
+             if impulses > 1 else "unshaped", f"{move['speed']:g} × the speed"]
+    if move["slowdown"] > 1.0:
+        parts.append(f"slowed where the arm's equilibrium moves fast "
+                     f"({move['slowdown']:.3g} × longer)")
+    if move["duration_s"] is not None:
+        parts.append(f"{move['duration_s']:.3g} s long")
+    if move["predicted_settle_s"] is not None:
+        parts.append(f"settles {move['predicted_settle_s']:.3g} s after its start on the model")
+    return [f"move              {', '.join(parts)}"]
 
 
 #: A setpoint round trip (p99) longer than this many loop periods is reported.

@@ -1039,6 +1039,7 @@ class Controller(SubscriberHub):
             "events": dict(collections.Counter(e.kind for e in self.history())),
             "statics_fallbacks": getattr(st, "fallbacks", 0),
             "reference_s": self.step.reference_seconds,
+            "move": self.step.move_summary,
             "dispatch": dataclasses.asdict(self.dispatcher.stats),
             "realtime": {**self._realtime, "gc_between_cycles": list(self._gc.collections)},
             "wire": {} if self._wire is None else

@@ -85,8 +85,12 @@ class TargetPlan:
             q̄; the arm's modes change along the way).
         speed: the move's speed as a fraction of :func:`approach_speed` (chosen on the
             model with the shapers, :func:`~poise.controller.reference.choose_move`).
+        warp: where along the line the move is as it progresses (slower where the held
+            configuration moves fast, :mod:`poise.controller.warp`); None: constant speed.
         reference: the model's predicted task response to the move (rows, task_dim), which
             feedback follows after it (:mod:`poise.controller.reference`); None: none.
+        settle_s: when the model's predicted response enters the tolerance for good [s from
+            the move's start]; None where it was not predicted.
     """
 
     target: FloatArray
@@ -101,6 +105,7 @@ class TargetPlan:
     speed: float = 1.0
     warp: Warp | None = None
     reference: FloatArray | None = field(default=None, compare=False, repr=False)
+    settle_s: float | None = field(default=None, compare=False)
 
     @property
     def status(self) -> str:

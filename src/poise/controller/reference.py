@@ -250,7 +250,7 @@ def choose_move(plan: TargetPlan, q_bar: FloatArray | None, params: LiveParams,
             best = (settle, candidate, rows)
     assert best is not None  # the first candidate is never given up
     follow = params.mode == "fb" and loop.follow_model
-    return replace(best[1], reference=best[2] if follow else None)
+    return replace(best[1], reference=best[2] if follow else None, settle_s=best[0])
 
 
 def with_reference(plan: TargetPlan, q_bar: FloatArray | None, params: LiveParams,
@@ -268,7 +268,10 @@ def with_reference(plan: TargetPlan, q_bar: FloatArray | None, params: LiveParam
                               limits=limits, effort_feedforward=loop.effort_feedforward,
                               shaper=loop.shaper, stepper_factory=stepper_factory,
                               compiled=loop.compiled)
-    return replace(plan, reference=rows)
+    if rows is None:
+        return plan
+    return replace(plan, reference=rows, settle_s=settle_time(
+        rows, plan.target, config.algorithm.tolerance, 1.0 / loop.rate))
 
 
 __all__ = [

@@ -206,6 +206,24 @@ class ControlStep:
             return None
         return rows.shape[0] * self.period
 
+    @property
+    def move_summary(self) -> dict[str, Any] | None:
+        """The current plan's move, JSON-ready; None when the plan makes none.
+
+        Keys: ``speed`` (fraction of the allowed speed), ``shaper_s`` (the end shaper's
+        impulse times [s]), ``slowdown`` (the warp's ``max w′``: how much longer than the
+        straight line at constant speed; 1.0 without a warp), ``duration_s`` (once the move
+        was made, else None) and ``predicted_settle_s`` (the model's settling time from the
+        move's start, where the plan predicted it, else None)."""
+        plan = self.plan
+        if plan is None or not plan.approach or plan.qa_goal is None:
+            return None
+        move = self.move if self._move_goal is plan.qa_goal else None
+        return {"speed": plan.speed, "shaper_s": list(plan.shaper.times),
+                "slowdown": plan.warp.steepest if plan.warp is not None else 1.0,
+                "duration_s": move.duration if move is not None else None,
+                "predicted_settle_s": plan.settle_s}
+
     def _aimed(self, p: LiveParams, fb: bool, moving: bool) -> LiveParams:
         """The parameters the IK steps with this cycle: ``p``, or in feedback after the
         move, while ``p`` aims at the plan's target, a copy whose target is this cycle's
