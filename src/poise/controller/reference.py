@@ -190,13 +190,14 @@ def move_candidates(model: MechanicalModel, plan: TargetPlan, q_bar: FloatArray
     given up sooner). ``plan`` first: it wins ties."""
     from poise.controller.shaping import shaper_for
     from poise.controller.stability import structural_modes
-    from poise.controller.warp import equilibrium_warp
+    from poise.controller.warp import equilibrium_path, path_warp
 
     assert plan.loop is not None and plan.qa_goal is not None
     q_bar = np.asarray(q_bar, dtype=float)
     goal_modes = plan.loop.structural_modes()
     start_modes = structural_modes(model, q_bar, plan.loop.actuators)
-    warps = [equilibrium_warp(model, q_bar, plan.qa_goal, cap) for cap in MOVE_WARPS]
+    path = equilibrium_path(model, q_bar, plan.qa_goal)
+    warps = [path_warp(path, cap) for cap in MOVE_WARPS] if path is not None else []
     variants = [(warp, WARP_SPEEDS) for warp in warps if warp is not None] + [
         (None, MOVE_SPEEDS)]
     out = [plan]

@@ -60,19 +60,24 @@ def equilibrium_warp(model: MechanicalModel, q_start: FloatArray, qa_goal: Float
     unwarped line (see the module docstring). None when there is nothing to warp: the
     equilibrium's peak speed along the line is below ``uneven`` × its mean (or it does not
     move), or the statics fail along the way."""
+    path = equilibrium_path(model, q_start, qa_goal, samples)
+    return None if path is None else path_warp(path, cap, uneven=uneven)
+
+
+def path_warp(path: FloatArray, cap: float, *, uneven: float = UNEVEN) -> Warp | None:
+    """:func:`equilibrium_warp` of an :func:`equilibrium_path` already solved (one path
+    serves every cap)."""
     if not cap > 0:
         raise ValueError(f"cap = {cap}: must be > 0")
-    path = equilibrium_path(model, q_start, qa_goal, samples)
-    if path is None:
-        return None
     seg = np.linalg.norm(np.diff(path, axis=0), axis=1)
     mean = float(seg.mean())
     if not mean > 0.0 or float(seg.max()) < uneven * mean:
         return None
-    step = 1.0 / (samples - 1)
-    grow = np.maximum(step, seg / (cap * mean * (samples - 1)))
+    intervals = len(seg)
+    grow = np.maximum(1.0 / intervals, seg / (cap * mean * intervals))
     f = np.concatenate([[0.0], np.cumsum(grow)])
-    return Warp(tuple((f / f[-1]).tolist()), tuple(np.linspace(0.0, 1.0, samples).tolist()))
+    return Warp(tuple((f / f[-1]).tolist()),
+                tuple(np.linspace(0.0, 1.0, intervals + 1).tolist()))
 
 
-__all__ = ["SAMPLES", "UNEVEN", "equilibrium_path", "equilibrium_warp"]
+__all__ = ["SAMPLES", "UNEVEN", "equilibrium_path", "equilibrium_warp", "path_warp"]
