@@ -36,3 +36,37 @@ def sim_device():
     yield start
     for device in devices:
         device.stop()
+
+
+@pytest.fixture(scope="session")
+def dancer_crossing():
+    """The dancer's crossing of ``poise bench control`` (target 14 after 13): ``(loop,
+    q_start, plan)``, a :class:`~poise.controller.simulate.SimulatedLoop` of the dancer
+    (ff, Algorithm 1), the configuration held at target 13 and the plan of target 14 from
+    there (the stance leg swings from 0.81 to −0.79 rad). Shared by the session: tests that
+    step a controller take their own (``crossing_step``)."""
+    from poise.benchmarks.control import config_for, reachable_targets
+    from poise.benchmarks.control_protocol import SEED
+    from poise.controller.simulate import SimulatedLoop
+
+    loop = SimulatedLoop(config_for("dancer", "ff", "alg1"), seed=SEED)
+    targets = reachable_targets(loop.model, loop.limits.qa_min, loop.limits.qa_max)
+    tol = loop.config.algorithm.tolerance
+    q_start = loop.step.make_plan(targets[13], loop.measured(), tol).q_goal
+    assert q_start is not None
+    return loop, q_start, loop.step.make_plan(targets[14], q_start, tol, loop.params)
+
+
+@pytest.fixture
+def crossing_step(dancer_crossing):
+    """A new control step of ``dancer_crossing``'s loop (same model, limits, period, stepper
+    and shaper), reset at the crossing's start."""
+    from poise.controller.step import ControlStep
+
+    loop, q_start, _ = dancer_crossing
+    step = ControlStep(loop.model, loop.limits, loop.period,
+                       effort_feedforward=loop.config.loop.effort_feedforward,
+                       stepper_factory=loop.step.stepper_factory, delay=0,
+                       shaper=loop.config.loop.shaper)
+    step.reset(q_start, loop.params.algorithm)
+    return step

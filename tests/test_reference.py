@@ -41,8 +41,9 @@ def test_the_reference_is_the_models_own_response_cycle_by_cycle(name, sways):
     """Row i is h(q) of the model driven by the same control step in ff, at the sample of
     the move's cycle i: the ff loop against a noiseless plant of the controller's own
     model measures exactly these values. It starts where the arm is, ends at the target
-    and carries the sway after the move."""
-    loop = SimulatedLoop(example(name, "ff"), noise=False)
+    and carries the sway after the move (the plan's own shaped move: a chosen one may leave
+    none, :mod:`poise.controller.dwell`)."""
+    loop = SimulatedLoop(example(name, "ff", **{"loop.choose_move": False}), noise=False)
     loop.start()
     plan, cfg = loop.step.plan, loop.config
     assert wants_reference(loop.model, plan)

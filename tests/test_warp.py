@@ -8,7 +8,6 @@ ankle's stiffness nearly vanishes. Everything in simulated time against the mode
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import lru_cache
 
 import numpy as np
 import pytest
@@ -61,17 +60,6 @@ def test_a_warped_move_stays_on_the_line_within_the_speed_and_ends_at_the_goal(s
     np.testing.assert_allclose(move.at(move.duration), goal, atol=1e-12)
 
 
-@lru_cache(maxsize=1)
-def crossing() -> tuple[SimulatedLoop, FloatArray, TargetPlan]:
-    """The dancer held at the bench's target 13, and the plan of its target 14."""
-    loop = SimulatedLoop(config_for("dancer", "ff", "alg1"), seed=SEED)
-    targets = reachable_targets(loop.model, loop.limits.qa_min, loop.limits.qa_max)
-    tol = loop.config.algorithm.tolerance
-    q_start = loop.step.make_plan(targets[13], loop.measured(), tol).q_goal
-    assert q_start is not None
-    return loop, q_start, loop.step.make_plan(targets[14], q_start, tol, loop.params)
-
-
 def _line_speed(loop: SimulatedLoop, q_start: FloatArray, plan: TargetPlan,
                 move: ShapedMove) -> tuple[float, float, float]:
     """The held task value's mean speed along the straight line at the allowed speed, its
@@ -92,11 +80,11 @@ def _line_speed(loop: SimulatedLoop, q_start: FloatArray, plan: TargetPlan,
 
 
 @pytest.mark.parametrize("cap", [0.5, 1.0])
-def test_under_the_warp_the_equilibrium_never_moves_faster_than_the_cap(cap):
+def test_under_the_warp_the_equilibrium_never_moves_faster_than_the_cap(cap, dancer_crossing):
     """Along the straight line the dancer's held centre of mass peaks at more than twice
     its mean speed (crossing upright); along the warped move it never exceeds ``cap`` × that
     mean (to 6 %: the warp is linear between its 81 samples; 801 here)."""
-    loop, q_start, plan = crossing()
+    loop, q_start, plan = dancer_crossing
     lim = loop.limits
     qa = split(loop.model, q_start)[0]
     warp = equilibrium_warp(loop.model, q_start, plan.qa_goal, cap)
@@ -114,11 +102,11 @@ def test_under_the_warp_the_equilibrium_never_moves_faster_than_the_cap(cap):
     assert np.max(np.abs(np.diff(steps, axis=0)) / dt / speed) <= 1.0 + 1e-9
 
 
-def test_slowed_where_the_equilibrium_moves_fast_the_crossing_settles_sooner():
+def test_slowed_where_the_equilibrium_moves_fast_the_crossing_settles_sooner(dancer_crossing):
     """The model's response: with the plan's own shapers, the warped move (cap 0.5, 0.7 of
     the speed) ends longer after the command, yet its sway after the move is a hundredth of
     the straight move's and it settles 9 s sooner (22.2 s → 12.7 s here)."""
-    loop, q_start, plan = crossing()
+    loop, q_start, plan = dancer_crossing
     params = with_plan(loop.params, plan)
     tol = band(loop.model)
     qa = split(loop.model, q_start)[0]
@@ -142,12 +130,12 @@ def test_slowed_where_the_equilibrium_moves_fast_the_crossing_settles_sooner():
     assert s_warped < s_straight - 5.0, out
 
 
-def test_warped_moves_are_tried_only_where_the_equilibrium_moves_unevenly():
+def test_warped_moves_are_tried_only_where_the_equilibrium_moves_unevenly(dancer_crossing):
     """The crossing's candidates include warped moves (each cap at each warp speed, with
     each shaper); a soft arm's largest move (even equilibrium) has none."""
     from poise.controller.reference import MOVE_SHAPERS, MOVE_SPEEDS, MOVE_WARPS, WARP_SPEEDS
 
-    loop, q_start, plan = crossing()
+    loop, q_start, plan = dancer_crossing
     tried = move_candidates(loop.model, plan, q_start)
     warped = [c for c in tried if c.warp is not None]
     assert len(warped) == len(MOVE_WARPS) * len(WARP_SPEEDS) * len(MOVE_SHAPERS)
@@ -163,18 +151,18 @@ def test_warped_moves_are_tried_only_where_the_equilibrium_moves_unevenly():
         equilibrium_warp(loop.model, q_start, plan.qa_goal, 0.0)
 
 
-def test_the_summary_describes_the_warped_move_and_its_predicted_settling():
+def test_the_summary_describes_the_warped_move_and_its_predicted_settling(dancer_crossing,
+                                                                          crossing_step):
     """``ControlStep.move_summary`` (the ``move`` of ``poise run``'s JSON summary) and the
     summary's line: the plan's speed, shaper, the warp's slowdown, the move's duration once
     made and the settling time the plan predicted."""
     from poise.cli.run_cmd import move_lines
 
-    loop, q_start, plan = crossing()
+    loop, q_start, plan = dancer_crossing
     warp = equilibrium_warp(loop.model, q_start, plan.qa_goal, 0.5)
     assert warp is not None
     chosen = replace(plan, speed=0.7, warp=warp, settle_s=12.7)
-    step = loop.step
-    step.reset(q_start, loop.params.algorithm)
+    step = crossing_step
     step.adopt(chosen)
     before = step.move_summary
     assert before is not None and before["duration_s"] is None  # not made yet

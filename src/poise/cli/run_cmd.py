@@ -407,13 +407,19 @@ def follow_lines(s: dict[str, Any]) -> list[str]:
 
 def move_lines(move: dict[str, Any] | None) -> list[str]:
     """The summary's line on the current target's move (``ControlStep.move_summary``):
-    its shaper, speed, slowdown, duration and the model's predicted settling time."""
+    its shaper, speed, slowdown or pause, duration and the model's predicted settling
+    time."""
     if not move:
         return []
     impulses = len(move["shaper_s"])
     parts = [f"shaped by {impulses} impulses over {move['shaper_s'][-1]:.3g} s"
              if impulses > 1 else "unshaped", f"{move['speed']:g} × the speed"]
-    if move["slowdown"] > 1.0:
+    pause = move.get("pause")
+    if pause:
+        held = f" for {pause['s']:.3g} s" if pause["s"] is not None else ""
+        parts.append(f"holds still{held} at {100 * pause['at']:.0f} % of the way "
+                     "(timed on the model so that nothing sways)")
+    elif move["slowdown"] > 1.0:
         parts.append(f"slowed where the arm's equilibrium moves fast "
                      f"({move['slowdown']:.3g} × longer)")
     if move["duration_s"] is not None:

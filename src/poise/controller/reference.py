@@ -37,6 +37,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from poise.controller.dwell import dwell_move
+from poise.models.actuation import split
 from poise.models.base import FloatArray, MechanicalModel
 
 if TYPE_CHECKING:
@@ -44,12 +46,23 @@ if TYPE_CHECKING:
     from poise.controller.params import LiveParams
     from poise.controller.planner import TargetPlan
     from poise.controller.safety import SafetyLimits
+    from poise.controller.step import StepOutput
     from poise.controller.stepper import Stepper
 
 #: The predicted response counts as settled when it stays this close to its end for
 #: :data:`SETTLED_PERIODS` periods of the slowest structural mode [fraction of the tolerance].
 SETTLED_FRACTION = 0.05
 SETTLED_PERIODS = 1.0
+#: :func:`choose_move` compares candidates settled this far (the same periods): where it
+#: enters the tolerance for good is known long before the response has settled as far as a
+#: reference needs, and only the chosen one runs on.
+CHOOSING_FRACTION = 0.5
+#: A candidate still swaying after its move is given up as soon as its sway could not fit
+#: in the tolerance by the best settling time so far, even decaying this many times faster
+#: than the fastest structural mode at the goal.
+DECAY_MARGIN = 2.0
+#: ... checked this many times per period of the slowest structural mode.
+CHECKS_PER_PERIOD = 4
 #: The moves :func:`choose_move` tries on the model: these shapers of the slowest mode, each
 #: at these fractions of the allowed speed.
 MOVE_SHAPERS = ("zvdd", "zvd", "zv")
@@ -83,6 +96,129 @@ def predicts(model: MechanicalModel, config: Config) -> bool:
     return model.n > model.m and (loop.follow_model or loop.choose_move)
 
 
+class Prediction:
+    """The model's response to one plan's move, simulated on demand (:meth:`run`) and
+    resumable: :func:`choose_move` runs every candidate only until it is settled enough to
+    compare (:data:`CHOOSING_FRACTION`), then only the chosen one on to the reference's
+    stricter :data:`SETTLED_FRACTION`.
+
+    The same control step as the loop's (limits, shaper, effort feed-forward, the stepper of
+    ``params.algorithm`` from ``stepper_factory``) runs in feedforward mode against the
+    model's dynamics with the devices' default position loop
+    (:class:`~poise.sim.simulator.Simulator`), from rest at ``q_bar``, in simulated time;
+    nothing here touches the live loop. Row ``i`` of :attr:`rows` is ``h(q)`` at the sample
+    of the move's cycle ``i`` (0: the cycle that starts the move) [task units]."""
+
+    def __init__(self, model: MechanicalModel, plan: TargetPlan, q_bar: FloatArray,
+                 params: LiveParams, *, period: float, limits: SafetyLimits,
+                 effort_feedforward: bool, shaper: str,
+                 stepper_factory: Callable[[str, MechanicalModel], Stepper],
+                 compiled: bool = True) -> None:
+        from poise.controller.step import ControlStep
+        from poise.sim.simulator import Simulator
+
+        slow = plan.loop.slowest_mode() if plan.loop is not None else None
+        slow_period = slow.period if slow is not None and math.isfinite(slow.period) else 1.0
+        modes = plan.loop.structural_modes() if plan.loop is not None else []
+        self.plan, self.period = plan, period
+        #: One period of the slowest structural mode [cycles]: how long a settled response
+        #: stays quiet, and the window its sway is measured over.
+        self._window = max(1, math.ceil(SETTLED_PERIODS * slow_period / period))
+        self._check = max(1, self._window // CHECKS_PER_PERIOD)
+        self._max_after_move = MAX_PERIODS * slow_period
+        #: The fastest the sway could decay [1/s] (:data:`DECAY_MARGIN`); 0: no bound.
+        self._decay = DECAY_MARGIN * max((mode.decay_rate for mode in modes), default=0.0)
+        step = ControlStep(model, limits, period, effort_feedforward=effort_feedforward,
+                           stepper_factory=stepper_factory, delay=0, shaper=shaper)
+        step.reset(np.asarray(q_bar, dtype=float), params.algorithm)
+        stepper = step.stepper
+        assert stepper is not None
+        self._sim = Simulator(model, q0=stepper.q_bar, compiled=compiled)  # at rest, held
+        self._sim.set_mode("position")
+        self._sim.command(stepper.qa, stepper.tau if effort_feedforward else None)
+        step.adopt(plan)
+        self._step, self._ff = step, replace(params, mode="ff")
+        self._rows: list[FloatArray] = []
+        self._limit: float | None = None
+        self._move_end: int | None = None  # the row where the move ended
+
+    @property
+    def rows(self) -> FloatArray:
+        """The response so far (rows, task_dim)."""
+        return np.array(self._rows)
+
+    def run(self, tolerance: float, fraction: float = SETTLED_FRACTION,
+            give_up: float | None = None) -> bool:
+        """Simulate on until, after the move, the response has stayed within ``fraction``
+        of ``tolerance`` [task units] of the model's equilibrium ``h(q̄)`` for
+        :data:`SETTLED_PERIODS` periods of the slowest structural mode, at most the move
+        plus :data:`MAX_PERIODS` periods (:data:`MAX_SECONDS`); then True.
+
+        ``give_up`` [s from the move's start]: stop and return False as soon as the response
+        cannot be within ``tolerance`` of the target for good by then: it is still farther
+        at that time, or its sway over the last such period could not decay into the
+        tolerance by then even :data:`DECAY_MARGIN` times faster than the fastest structural
+        mode at the goal (:meth:`_cannot_settle`, :data:`CHECKS_PER_PERIOD` times a period)."""
+        step, period, rows = self._step, self.period, self._rows
+        tol, target, window = fraction * float(tolerance), self.plan.target, self._window
+        quiet = 0
+        while True:
+            out = self._cycle()
+            x = out.x_meas
+            if step.goal is None:  # the move is over: wait for the response to settle
+                quiet = quiet + 1 if math.dist(x, out.x_used) <= tol else 0
+                if quiet >= window:
+                    return True
+                if self._move_end is None:
+                    self._move_end = len(rows)
+                elif give_up is not None and len(rows) - self._move_end >= window and \
+                        (len(rows) - self._move_end) % self._check == 0 and \
+                        self._cannot_settle(tolerance, give_up):
+                    return False
+            if self._limit is not None and len(rows) * period >= self._limit:
+                return True
+            if give_up is not None and len(rows) * period > give_up and \
+                    math.dist(x, target) > tolerance:
+                return False
+
+    def run_move(self, after: float) -> None:
+        """Simulate on until ``after`` [s] past the end of the commanded move."""
+        past = 0
+        while self._step.goal is not None or self._step.move is None or \
+                past * self.period < after:
+            self._cycle()
+            if self._step.goal is None:
+                past += 1
+
+    @property
+    def state(self) -> tuple[FloatArray, FloatArray]:
+        """The model's ``(q, q̇)`` now [(n,), (n,)]."""
+        return self._sim.q.copy(), self._sim.qd.copy()
+
+    def _cycle(self) -> StepOutput:
+        """One loop period: the model moves, the control step answers its sample (a row)."""
+        sim, step = self._sim, self._step
+        sim.step(self.period)
+        out = step.update(sim.q, self._ff)
+        self._rows.append(out.x_meas)  # h(q) of this sample, computed by the cycle
+        sim.command(out.qa, out.tau)
+        step.look_ahead()
+        if self._limit is None and step.move is not None:
+            self._limit = min(MAX_SECONDS, step.move.duration + self._max_after_move)
+        return out
+
+    def _cannot_settle(self, tolerance: float, by: float) -> bool:
+        """Whether the largest sway [task units] from the target over the last
+        :attr:`_window` rows, decaying from the window's start at the fastest rate it could
+        (:attr:`_decay`), would still exceed ``tolerance`` at ``by`` [s]."""
+        if self._decay <= 0.0:
+            return False
+        recent = np.array(self._rows[-self._window:])
+        sway = float(np.max(np.linalg.norm(recent - self.plan.target, axis=1)))
+        ahead = max(0.0, by - (len(self._rows) - self._window) * self.period)
+        return sway * math.exp(-self._decay * ahead) > tolerance
+
+
 def predicted_response(model: MechanicalModel, plan: TargetPlan, q_bar: FloatArray,
                        params: LiveParams, *, tolerance: float, period: float,
                        limits: SafetyLimits, effort_feedforward: bool, shaper: str,
@@ -90,61 +226,15 @@ def predicted_response(model: MechanicalModel, plan: TargetPlan, q_bar: FloatArr
                        compiled: bool = True, give_up: float | None = None
                        ) -> FloatArray | None:
     """The model's task response ``x_ref`` (rows, task_dim) to ``plan``'s move from rest at
-    ``q_bar``: row ``i`` is ``h(q)`` at the sample of the move's cycle ``i`` (0: the cycle
-    that starts the move), until the response has stayed within :data:`SETTLED_FRACTION` of
-    ``tolerance`` [task units] of the model's equilibrium ``h(q̄)`` for
-    :data:`SETTLED_PERIODS` periods of the slowest structural mode (after the move),
-    at most the move plus :data:`MAX_PERIODS` periods (:data:`MAX_SECONDS`). ``None`` when
-    :func:`wants_reference` says there is nothing to predict.
-
-    The same control step as the loop's (limits, shaper, effort feed-forward, the stepper of
-    ``params.algorithm`` from ``stepper_factory``) runs in feedforward mode against the
-    model's dynamics with the devices' default position loop
-    (:class:`~poise.sim.simulator.Simulator`), in simulated time; nothing here touches the
-    live loop. ``give_up`` [s]: None as soon as the response is still farther than
-    ``tolerance`` from the target that long after the move's start (it cannot settle before
-    then: :func:`choose_move` prunes with it).
-    """
+    ``q_bar`` (:class:`Prediction`), until it has settled within :data:`SETTLED_FRACTION`
+    of ``tolerance`` [task units]; ``None`` when :func:`wants_reference` says there is
+    nothing to predict, or when ``give_up`` [s] gave it up (:meth:`Prediction.run`)."""
     if not wants_reference(model, plan):
         return None
-    from poise.controller.step import ControlStep
-    from poise.sim.simulator import Simulator
-
-    slow = plan.loop.slowest_mode() if plan.loop is not None else None
-    slow_period = slow.period if slow is not None and math.isfinite(slow.period) else 1.0
-    step = ControlStep(model, limits, period, effort_feedforward=effort_feedforward,
-                       stepper_factory=stepper_factory, delay=0, shaper=shaper)
-    step.reset(np.asarray(q_bar, dtype=float), params.algorithm)
-    stepper = step.stepper
-    assert stepper is not None
-    sim = Simulator(model, q0=stepper.q_bar, compiled=compiled)  # at rest, held
-    sim.set_mode("position")
-    sim.command(stepper.qa, stepper.tau if effort_feedforward else None)
-    step.adopt(plan)
-    ff = replace(params, mode="ff")
-    tol = SETTLED_FRACTION * float(tolerance)
-    quiet_cycles = max(1, math.ceil(SETTLED_PERIODS * slow_period / period))
-    rows: list[FloatArray] = []
-    quiet, limit = 0, None
-    while True:
-        sim.step(period)
-        out = step.update(sim.q, ff)
-        x = out.x_meas  # h(q) of this sample, computed by the cycle
-        rows.append(x)
-        sim.command(out.qa, out.tau)
-        step.look_ahead()
-        if limit is None and step.move is not None:
-            limit = min(MAX_SECONDS, step.move.duration + MAX_PERIODS * slow_period)
-        if step.goal is None:  # the move is over: wait for the response to settle
-            quiet = quiet + 1 if math.dist(x, out.x_used) <= tol else 0
-            if quiet >= quiet_cycles:
-                break
-        if limit is not None and len(rows) * period >= limit:
-            break
-        if give_up is not None and len(rows) * period > give_up and \
-                math.dist(x, plan.target) > tolerance:
-            return None
-    return np.array(rows)
+    prediction = Prediction(model, plan, q_bar, params, period=period, limits=limits,
+                            effort_feedforward=effort_feedforward, shaper=shaper,
+                            stepper_factory=stepper_factory, compiled=compiled)
+    return prediction.rows if prediction.run(tolerance, give_up=give_up) else None
 
 
 def settle_time(rows: FloatArray, target: FloatArray, tolerance: float, period: float
@@ -212,6 +302,18 @@ def move_candidates(model: MechanicalModel, plan: TargetPlan, q_bar: FloatArray
     return out
 
 
+def line_time(plan: TargetPlan, q_bar: FloatArray, model: MechanicalModel,
+              limits: SafetyLimits) -> float:
+    """How long ``plan``'s straight line from ``q_bar`` lasts at the allowed speed, unshaped
+    [s] (:func:`~poise.controller.planner.approach_move`)."""
+    from poise.controller.planner import approach_move
+    from poise.controller.shaping import Shaper
+
+    straight = replace(plan, shaper=Shaper(), start_shaper=Shaper(), speed=1.0, warp=None)
+    qa = split(model, np.asarray(q_bar, dtype=float))[0]
+    return approach_move(straight, qa, limits.qa_min, limits.qa_max, limits.qa_rate).move_time
+
+
 def choose_move(plan: TargetPlan, q_bar: FloatArray | None, params: LiveParams,
                 config: Config, model: MechanicalModel, limits: SafetyLimits,
                 stepper_factory: Callable[[str, MechanicalModel], Stepper]) -> TargetPlan:
@@ -219,8 +321,9 @@ def choose_move(plan: TargetPlan, q_bar: FloatArray | None, params: LiveParams,
     ``loop.follow_model``, that move's predicted response as its reference.
 
     With ``loop.choose_move`` on a robot whose slowest mode is lightly damped
-    (:func:`lightly_damped`), each of :func:`move_candidates` runs through
-    :func:`predicted_response` (pruned as soon as it cannot beat the best so far) and the
+    (:func:`lightly_damped`), each of :func:`move_candidates` runs through a
+    :class:`Prediction` (pruned as soon as it cannot beat the best so far, and settled only
+    as far as :data:`CHOOSING_FRACTION`: the chosen one alone runs on to its reference) and the
     one whose response enters the tolerance for good first is kept, among those that
     overshoot no more than the plan's own move or :data:`OVERSHOOT` of the distance: over a
     long move the arm's modes change, and no shaper designed at the ends cancels every sway,
@@ -231,27 +334,38 @@ def choose_move(plan: TargetPlan, q_bar: FloatArray | None, params: LiveParams,
             and lightly_damped(model, plan, q_bar)):
         return with_reference(plan, q_bar, params, config, model, limits, stepper_factory)
     period, tol = 1.0 / loop.rate, config.algorithm.tolerance
-    best: tuple[float, TargetPlan, FloatArray] | None = None
+
+    def predict(candidate: TargetPlan) -> Prediction:
+        return Prediction(model, candidate, q_bar, params, period=period, limits=limits,
+                          effort_feedforward=loop.effort_feedforward, shaper=loop.shaper,
+                          stepper_factory=stepper_factory, compiled=loop.compiled)
+
+    candidates = move_candidates(model, plan, q_bar)
+    tuned = dwell_move(model, plan, q_bar, predict, line_time(plan, q_bar, model, limits))
+    if tuned is not None:
+        candidates.insert(1, tuned)  # after the plan's own (ties), before the others
+    best: tuple[float, TargetPlan, Prediction] | None = None
     allowed = OVERSHOOT
-    for candidate in move_candidates(model, plan, q_bar):
-        rows = predicted_response(model, candidate, q_bar, params, tolerance=tol,
-                                  period=period, limits=limits,
-                                  effort_feedforward=loop.effort_feedforward,
-                                  shaper=loop.shaper, stepper_factory=stepper_factory,
-                                  compiled=loop.compiled,
-                                  give_up=None if best is None else best[0])
-        if rows is None:
+    for candidate in candidates:
+        prediction = predict(candidate)
+        if not prediction.run(tol, CHOOSING_FRACTION,
+                              give_up=None if best is None else best[0]):
             continue
+        rows = prediction.rows
         if best is None:  # the plan's own move: the overshoot it allows the others
             allowed = max(allowed, overshoot(rows, plan.target))
         elif overshoot(rows, plan.target) > allowed:
             continue
         settle = settle_time(rows, plan.target, tol, period)
         if best is None or settle < best[0]:
-            best = (settle, candidate, rows)
+            best = (settle, candidate, prediction)
     assert best is not None  # the first candidate is never given up
-    follow = params.mode == "fb" and loop.follow_model
-    return replace(best[1], reference=best[2] if follow else None, settle_s=best[0])
+    settle, chosen, prediction = best
+    if not (params.mode == "fb" and loop.follow_model):
+        return replace(chosen, reference=None, settle_s=settle)
+    prediction.run(tol)  # on to the reference's SETTLED_FRACTION
+    rows = prediction.rows
+    return replace(chosen, reference=rows, settle_s=settle_time(rows, plan.target, tol, period))
 
 
 def with_reference(plan: TargetPlan, q_bar: FloatArray | None, params: LiveParams,
@@ -276,6 +390,9 @@ def with_reference(plan: TargetPlan, q_bar: FloatArray | None, params: LiveParam
 
 
 __all__ = [
+    "CHECKS_PER_PERIOD",
+    "CHOOSING_FRACTION",
+    "DECAY_MARGIN",
     "MAX_PERIODS",
     "MAX_SECONDS",
     "MOVE_SHAPERS",
@@ -285,8 +402,10 @@ __all__ = [
     "SETTLED_FRACTION",
     "SETTLED_PERIODS",
     "WARP_SPEEDS",
+    "Prediction",
     "choose_move",
     "lightly_damped",
+    "line_time",
     "move_candidates",
     "overshoot",
     "predicted_response",

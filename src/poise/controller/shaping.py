@@ -128,6 +128,14 @@ class Warp:
         return max((s1 - s0) / (f1 - f0) for f0, f1, s0, s1
                    in zip(self.f, self.f[1:], self.s, self.s[1:], strict=False) if f1 > f0)
 
+    @property
+    def pauses(self) -> list[tuple[float, float]]:
+        """Where the line holds still: ``(s, Δf)`` per flat piece, its line progress and its
+        share of the shaped progress (a dwell move, :mod:`poise.controller.dwell`)."""
+        return [(s0, f1 - f0) for f0, f1, s0, s1
+                in zip(self.f, self.f[1:], self.s, self.s[1:], strict=False)
+                if f1 > f0 and s1 == s0]
+
     def __call__(self, f: float) -> float:
         """Line progress at shaped progress ``f`` (clipped to [0, 1])."""
         knots = self.f

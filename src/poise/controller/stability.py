@@ -97,6 +97,12 @@ class Mode:
         return self.omega * math.sqrt(max(0.0, 1.0 - self.zeta**2))
 
     @property
+    def decay_rate(self) -> float:
+        """The faster of the mode's two decay rates ``−Re λ`` [1/s]: ζω when oscillatory,
+        ω(ζ + √(ζ² − 1)) when not."""
+        return self.omega * (self.zeta + math.sqrt(max(0.0, self.zeta**2 - 1.0)))
+
+    @property
     def period(self) -> float:
         """2π/ω [s], the period that settling times are compared with."""
         return 2 * math.pi / self.omega if self.omega > 0 else math.inf

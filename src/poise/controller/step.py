@@ -212,15 +212,21 @@ class ControlStep:
 
         Keys: ``speed`` (fraction of the allowed speed), ``shaper_s`` (the end shaper's
         impulse times [s]), ``slowdown`` (the warp's ``max w′``: how much longer than the
-        straight line at constant speed; 1.0 without a warp), ``duration_s`` (once the move
-        was made, else None) and ``predicted_settle_s`` (the model's settling time from the
-        move's start, where the plan predicted it, else None)."""
+        straight line at constant speed; 1.0 without a warp), ``pause`` (a dwell move's
+        ``{"at": fraction of the line, "s": seconds once the move was made}``, else None),
+        ``duration_s`` (once the move was made, else None) and ``predicted_settle_s`` (the
+        model's settling time from the move's start, where the plan predicted it, else
+        None)."""
         plan = self.plan
         if plan is None or not plan.approach or plan.qa_goal is None:
             return None
         move = self.move if self._move_goal is plan.qa_goal else None
+        pauses = plan.warp.pauses if plan.warp is not None else []
+        pause = {"at": pauses[0][0], "s": pauses[0][1] * move.move_time
+                 if move is not None else None} if pauses else None
         return {"speed": plan.speed, "shaper_s": list(plan.shaper.times),
                 "slowdown": plan.warp.steepest if plan.warp is not None else 1.0,
+                "pause": pause,
                 "duration_s": move.duration if move is not None else None,
                 "predicted_settle_s": plan.settle_s}
 

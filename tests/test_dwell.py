@@ -1,0 +1,185 @@
+"""Moves tuned on the model (poise.controller.dwell) and the faster choice among moves
+(poise.controller.reference: candidates compared half-settled, given up by their sway).
+
+The dancer's crossing of ``poise bench control`` (target 14 after 13, the ``dancer_crossing``
+fixture): every shaped or warped move left the ankle swinging (12 s at best, 3 T = 8.9 s).
+Everything in simulated time against the model, or the in-process plant.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from poise.benchmarks.control import _one_target, band, config_for, reachable_targets
+from poise.benchmarks.control_protocol import GOAL_PERIODS, SEED
+from poise.controller.dwell import dwell_move, dwell_warp
+from poise.controller.params import with_plan
+from poise.controller.reference import (
+    CHOOSING_FRACTION,
+    Prediction,
+    line_time,
+    move_candidates,
+    settle_time,
+)
+from poise.controller.shaping import ShapedMove, Shaper
+from poise.controller.simulate import SimulatedLoop
+from poise.controller.stability import Mode
+from poise.models.actuation import split
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_dwell_move_goes_at_full_speed_holds_still_then_goes_on(seed):
+    """Sampled every 0.5 ms: full speed (one actuator at its limit) to the split, still
+    for the pause exactly there, full speed on to the goal; it lasts the line plus the
+    pause."""
+    rng = np.random.default_rng(seed)
+    start, goal, speed = rng.uniform(-1, 1, 3), rng.uniform(-1, 1, 3), rng.uniform(0.2, 1, 3)
+    line = ShapedMove(start, goal, speed, Shaper()).move_time
+    at, pause = rng.uniform(0.2, 0.8), rng.uniform(0.2, 2.0)
+    move = ShapedMove(start, goal, speed, Shaper(), Shaper(), dwell_warp(at, pause, line))
+    assert move.duration == pytest.approx(line + pause, rel=1e-12)
+    dt = 5e-4
+    t = np.arange(0.0, move.duration + dt, dt)
+    qa = np.array([move.at(x).copy() for x in t])
+    rate = np.max(np.abs(np.diff(qa, axis=0)) / dt / speed, axis=1)  # per step, worst actuator
+    mid = 0.5 * (t[1:] + t[:-1])
+    going = (mid < at * line - dt) | ((mid > at * line + pause + dt) &
+                                      (mid < move.duration - dt))
+    holding = (mid > at * line + dt) & (mid < at * line + pause - dt)
+    assert np.allclose(rate[going], 1.0, atol=1e-9)
+    assert np.max(rate[holding]) == 0.0
+    np.testing.assert_allclose(qa[holding.nonzero()[0][0]], start + at * (goal - start),
+                               atol=1e-12)
+    np.testing.assert_allclose(move.at(move.duration), goal, atol=1e-12)
+    assert dwell_warp(at, 0.0, line)(0.3) == pytest.approx(0.3)  # no pause: the line
+    assert dwell_warp(at, pause, line).pauses == [(at, pytest.approx(pause / (line + pause)))]
+
+
+def _predict(loop, q_start, params):
+    def predict(candidate):
+        return Prediction(loop.model, candidate, q_start, params, period=loop.period,
+                          limits=loop.limits, effort_feedforward=True, shaper="auto",
+                          stepper_factory=loop.step.stepper_factory)
+    return predict
+
+
+def test_the_dwell_move_leaves_the_crossing_still(dancer_crossing):
+    """Solved on the model, the dwell move's response: the ankle held still at its goal
+    (to 1 mrad) once the actuators stop, and the centre of mass within the tolerance from
+    then on for two periods of the ankle's sway, while the unshaped straight line leaves it
+    swinging by more than 0.1 m. It settles within 3 T of the goal's slowest mode."""
+    loop, q_start, plan = dancer_crossing
+    params = with_plan(loop.params, plan)
+    predict = _predict(loop, q_start, params)
+    tuned = dwell_move(loop.model, plan, q_start, predict,
+                       line_time(plan, q_start, loop.model, loop.limits))
+    assert tuned is not None and tuned.warp is not None and len(tuned.warp.pauses) == 1
+    slow = plan.loop.slowest_mode()
+    tol = loop.config.algorithm.tolerance
+    sway = {}
+    for name, candidate in (("dwell", tuned),
+                            ("straight", replace(plan, shaper=Shaper(), start_shaper=Shaper()))):
+        prediction = predict(candidate)
+        prediction.run_move(0.1 * slow.period)
+        end = len(prediction.rows)
+        q, _ = prediction.state
+        prediction.run_move(0.1 * slow.period + 2 * slow.period)
+        after = prediction.rows[end:]
+        sway[name] = (float(np.max(np.linalg.norm(after - plan.target, axis=1))),
+                      abs(float(split(loop.model, q)[1][0] - split(loop.model, plan.q_goal)[1][0])))
+        if name == "dwell":
+            prediction.run(tol)
+            settle = settle_time(prediction.rows, plan.target, tol, loop.period)
+    assert sway["dwell"][1] < 1e-3 and sway["dwell"][0] < tol, sway
+    assert sway["straight"][0] > 0.1, sway
+    assert settle < GOAL_PERIODS * slow.period, settle
+
+
+def test_a_dwell_move_is_solved_only_for_one_passive_coordinate():
+    """The soft arm (several passive coordinates, a residual the two unknowns cannot cancel)
+    gets none, without a single prediction."""
+    soft = SimulatedLoop(config_for("soft_arm_stiff", "ff", "alg1"), seed=SEED)
+    targets = reachable_targets(soft.model, soft.limits.qa_min, soft.limits.qa_max)
+    tol = soft.config.algorithm.tolerance
+    q14 = soft.step.make_plan(targets[14], soft.measured(), tol).q_goal
+    plan15 = soft.step.make_plan(targets[15], q14, tol, soft.params)
+
+    def never(candidate):
+        raise AssertionError("predicted")
+
+    assert soft.model.n - soft.model.m > 1
+    assert dwell_move(soft.model, plan15, q14, never, 1.0) is None
+
+
+def test_the_crossing_through_the_control_step_settles_within_3_periods():
+    """The bench's own protocol on the in-process plant (sensor noise, its own simulator):
+    held at target 13, target 14 commanded, then 13 again (the way back, from where the arm
+    was left); each time the chosen move is a dwell move and the centre of mass settles
+    within 3 T (the way there took 16.4 s before, 3 T = 8.7 s)."""
+    loop = SimulatedLoop(config_for("dancer", "ff", "alg1"), seed=SEED)
+    targets = reachable_targets(loop.model, loop.limits.qa_min, loop.limits.qa_max)
+    eps = band(loop.model)
+    loop.start()
+    first = _one_target(loop, 13, np.asarray(targets[13]), eps)
+    assert first.success
+    for index in (14, 13):
+        result = _one_target(loop, index, np.asarray(targets[index]), eps)
+        plan = loop.step.plan
+        assert plan.warp is not None and plan.warp.pauses, index  # a dwell move was chosen
+        assert result.success and result.settle_s < result.goal_s, result
+
+
+def test_a_candidate_is_given_up_only_when_it_cannot_settle_by_then(dancer_crossing):
+    """``Prediction.run(give_up=g)``: False for a candidate that settles (run in full) later
+    than ``g``, True for one that settles before, however far the sway bound prunes: the
+    straight move, a warped one and the dwell move."""
+    loop, q_start, plan = dancer_crossing
+    params = with_plan(loop.params, plan)
+    predict = _predict(loop, q_start, params)
+    tol = loop.config.algorithm.tolerance
+    warped = next(c for c in move_candidates(loop.model, plan, q_start) if c.warp is not None)
+    tuned = dwell_move(loop.model, plan, q_start, predict,
+                       line_time(plan, q_start, loop.model, loop.limits))
+    for candidate in (plan, warped, tuned):
+        full = predict(candidate)
+        assert full.run(tol, CHOOSING_FRACTION)
+        settle = settle_time(full.rows, plan.target, tol, loop.period)
+        assert not predict(candidate).run(tol, CHOOSING_FRACTION, give_up=settle - 0.5)
+        assert predict(candidate).run(tol, CHOOSING_FRACTION, give_up=settle + 0.05)
+
+
+@pytest.mark.parametrize("zeta", [0.05, 0.4, 1.0, 2.5])
+def test_a_modes_decay_rate_is_its_fastest_pole(zeta):
+    """``Mode.decay_rate`` = max(−Re λ) of ``λ² + 2ζωλ + ω² = 0``."""
+    omega = 1.7
+    poles = np.roots([1.0, 2 * zeta * omega, omega**2])
+    assert Mode(omega, zeta).decay_rate == pytest.approx(float(np.max(-poles.real)),
+                                                         rel=1e-6)
+    assert math.isfinite(Mode(omega, zeta).decay_rate)
+
+
+def test_the_summary_says_where_and_how_long_a_dwell_move_holds_still(dancer_crossing,
+                                                                      crossing_step):
+    """``move_summary``'s ``pause`` and the summary's line: where along the line and, once
+    the move is made, for how long."""
+    from poise.cli.run_cmd import move_lines
+
+    loop, q_start, plan = dancer_crossing
+    lim = loop.limits
+    line = line_time(plan, q_start, loop.model, lim)
+    chosen = replace(plan, shaper=Shaper(), start_shaper=Shaper(), speed=1.0,
+                     warp=dwell_warp(0.6, 1.1, line), settle_s=4.3)
+    step = crossing_step
+    step.adopt(chosen)
+    assert step.move_summary["pause"] == {"at": 0.6, "s": None}  # not made yet
+    step.update(q_start, with_plan(loop.params, chosen))
+    move = step.move_summary
+    assert move["pause"]["at"] == 0.6 and move["pause"]["s"] == pytest.approx(1.1)
+    assert move["duration_s"] == pytest.approx(line + 1.1)
+    (text,) = move_lines(move)
+    assert "holds still for 1.1 s at 60 % of the way" in text
+    assert "slowed where" not in text and "settles 4.3 s" in text
