@@ -243,6 +243,17 @@ def test_start_reports_running_from_the_mirror_at_once(running):
     assert {"state", "info"} <= kinds
 
 
+def test_the_parent_loads_its_planner_while_the_loop_runs(running):
+    """Once the child has planned its first target, a background thread of the parent loads
+    what planning needs (the compiled steppers, the statics) by planning that goal again, so
+    that the first target command is planned as fast as the next ones."""
+    assert wait_until(lambda: running._warmer is not None, SLOW)
+    running._warmer.join(SLOW)
+    assert not running._warmer.is_alive()
+    assert running._planner_warm and running._factory is not None
+    assert running.state == State.RUNNING
+
+
 def test_cycle_samples_arrive_through_the_ring_in_order_with_the_childs_values(running):
     samples = running.subscribe()
     lost0 = running.samples_lost

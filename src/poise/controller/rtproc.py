@@ -186,6 +186,9 @@ class RealtimeController(SubscriberHub):
         self._limits: SafetyLimits | None = None  # the child's safety limits (its plans')
         #: The steppers of the references made here (:meth:`_choose_move`), made once.
         self._factory: Callable[[str, MechanicalModel], Stepper] | None = None
+        self._factory_lock = threading.Lock()
+        self._warmer: threading.Thread | None = None  # :meth:`_warm_planner`, once
+        self._planner_warm = False  # ... and it planned
         self._last_summary: dict[str, Any] = {}
         self._final: dict[str, Any] | None = None
         self._since = 0
@@ -518,6 +521,7 @@ class RealtimeController(SubscriberHub):
                                period=self.period,
                                effort_feedforward=self.config.loop.effort_feedforward,
                                params=self._params, shaper=self.config.loop.shaper)
+            self._planner_warm = True
             return self._choose_move(plan, starts[0])
         except UnstableTarget as exc:
             return ParamError(str(exc))
@@ -540,12 +544,33 @@ class RealtimeController(SubscriberHub):
             params = with_plan(self._params, plan)
         except ParamError:
             return plan
-        if self._factory is None:
-            from poise.controller.step import stepper_factory
-
-            self._factory = stepper_factory(self.model, self.config.loop.compiled)[0]
         return choose_move(plan, q_bar, params, self.config, self.model, limits,
-                           self._factory)
+                           self._steppers())
+
+    def _steppers(self) -> Callable[[str, MechanicalModel], Stepper]:
+        """This process's compiled steppers (loaded at the first use)."""
+        with self._factory_lock:
+            if self._factory is None:
+                from poise.controller.step import stepper_factory
+
+                self._factory = stepper_factory(self.model, self.config.loop.compiled)[0]
+            return self._factory
+
+    def _warm_planner(self, q_goal: np.ndarray) -> None:
+        """Load what planning a target here needs while the loop runs (the statics solver's
+        and the steppers' compiled kernels: the first target command otherwise answered
+        about 1.5 s later than the next ones): the child's first plan's goal planned again
+        here, the result dropped. A failure is only a warm-up that did not happen: the first
+        command plans, and reports, for itself."""
+        from poise.controller.planner import plan_target
+
+        with contextlib.suppress(Exception):
+            self._steppers()
+            plan_target(self.model, np.asarray(self.model.fk(q_goal), dtype=float), [q_goal],
+                        self.config.algorithm.tolerance, period=self.period,
+                        effort_feedforward=self.config.loop.effort_feedforward,
+                        params=self._params, shaper=self.config.loop.shaper)
+            self._planner_warm = True
 
     def _await(self, p: _Pending, cid: int, timeout: float | None) -> CommandResponse:
         if not p.done.wait(timeout) or not p.ok:
@@ -657,6 +682,11 @@ class RealtimeController(SubscriberHub):
             self._target = (msg[1], msg[2])
             self._plan_goal = None if msg[3] is None else np.asarray(msg[3], dtype=float)
             self._limits = msg[4]
+            if self._warmer is None and self._plan_goal is not None:
+                self._warmer = threading.Thread(target=self._warm_planner,
+                                                args=(self._plan_goal.copy(),),
+                                                name="poise-plan-warm", daemon=True)
+                self._warmer.start()
 
     def _urgent_done(self, estop_id: str) -> None:
         """After an e-stop taken in the child: cancel what waits here, and tell the child
