@@ -175,8 +175,10 @@ class LoopConfig:
     choose_move: bool = setting(True, "boolean", "where the slowest structural mode is "
                                 "lightly damped (ζ < 0.15), each target's move is chosen on "
                                 "the model: ZV, ZVD or ZVDD at 1, 0.7 or 0.5 × the speed, "
-                                "and slowed where the held configuration moves fast "
-                                "(poise.controller.warp), the one whose predicted response "
+                                "slowed where the held configuration moves fast "
+                                "(poise.controller.warp) or, with one passive coordinate, "
+                                "paused on the way as timed on the model so that nothing "
+                                "sways (poise.controller.dwell): the one whose predicted response "
                                 "settles first (a few seconds of planning; "
                                 "poise.controller.reference); false: the configured shaper "
                                 "at full speed")

@@ -321,14 +321,15 @@ def choose_move(plan: TargetPlan, q_bar: FloatArray | None, params: LiveParams,
     ``loop.follow_model``, that move's predicted response as its reference.
 
     With ``loop.choose_move`` on a robot whose slowest mode is lightly damped
-    (:func:`lightly_damped`), each of :func:`move_candidates` runs through a
-    :class:`Prediction` (pruned as soon as it cannot beat the best so far, and settled only
-    as far as :data:`CHOOSING_FRACTION`: the chosen one alone runs on to its reference) and the
-    one whose response enters the tolerance for good first is kept, among those that
-    overshoot no more than the plan's own move or :data:`OVERSHOOT` of the distance: over a
-    long move the arm's modes change, and no shaper designed at the ends cancels every sway,
-    while a slower move excites less. Otherwise the plan's own move
-    (:func:`with_reference`)."""
+    (:func:`lightly_damped`), each of :func:`move_candidates`, with the dwell move solved on
+    the model right after the plan's own (:func:`~poise.controller.dwell.dwell_move`, where
+    there is one), runs through a :class:`Prediction` (pruned as soon as it cannot beat the
+    best so far, and settled only as far as :data:`CHOOSING_FRACTION`: the chosen one alone
+    runs on to its reference) and the one whose response enters the tolerance for good first
+    is kept, among those that overshoot no more than the plan's own move or
+    :data:`OVERSHOOT` of the distance: over a long move the arm's modes change, and no
+    shaper designed at the ends cancels every sway, while a slower move excites less.
+    Otherwise the plan's own move (:func:`with_reference`)."""
     loop = config.loop
     if not (loop.choose_move and q_bar is not None and wants_reference(model, plan)
             and lightly_damped(model, plan, q_bar)):
