@@ -140,7 +140,7 @@ class Prediction:
         self._step, self._ff = step, replace(params, mode="ff")
         self._rows: list[FloatArray] = []
         self._limit: float | None = None
-        self._move_end: int | None = None  # the row where the move ended
+        self._move_end: int | None = None  # the first row after the move (:meth:`_cycle`)
 
     @property
     def rows(self) -> FloatArray:
@@ -169,10 +169,8 @@ class Prediction:
                 quiet = quiet + 1 if math.dist(x, out.x_used) <= tol else 0
                 if quiet >= window:
                     return True
-                if self._move_end is None:
-                    self._move_end = len(rows)
-                elif give_up is not None and len(rows) - self._move_end >= window and \
-                        (len(rows) - self._move_end) % self._check == 0 and \
+                past = len(rows) - (self._move_end or 0)
+                if give_up is not None and past >= window and past % self._check == 0 and \
                         self._cannot_settle(tolerance, give_up):
                     return False
             if self._limit is not None and len(rows) * period >= self._limit:
@@ -183,12 +181,9 @@ class Prediction:
 
     def run_move(self, after: float) -> None:
         """Simulate on until ``after`` [s] past the end of the commanded move."""
-        past = 0
-        while self._step.goal is not None or self._step.move is None or \
-                past * self.period < after:
+        while self._move_end is None or \
+                (len(self._rows) - self._move_end) * self.period < after:
             self._cycle()
-            if self._step.goal is None:
-                past += 1
 
     @property
     def state(self) -> tuple[FloatArray, FloatArray]:
@@ -205,6 +200,8 @@ class Prediction:
         step.look_ahead()
         if self._limit is None and step.move is not None:
             self._limit = min(MAX_SECONDS, step.move.duration + self._max_after_move)
+        if self._move_end is None and step.goal is None:
+            self._move_end = len(self._rows)
         return out
 
     def _cannot_settle(self, tolerance: float, by: float) -> bool:
