@@ -13,6 +13,7 @@ import math
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -363,6 +364,38 @@ def test_device_connects_and_describes_the_bus(dxl_sim):
     assert rtt["count"] >= 10 and 0 < rtt["p50"] <= rtt["p99"] <= rtt["max"]
     assert sample.q == () and sample.qa == pytest.approx((0.0, 0.0), abs=1e-4)
     assert not sample.status & Status.ARMED
+
+
+def test_reads_from_several_threads_at_once_each_get_their_data(dxl_sim):
+    """The loop reads the bus while a command thread arms (which reads it too): every read
+    returns its own complete block. (A sync read's data used to be taken outside the bus
+    lock: the other thread's next sync read cleared it in between, "servo 1: no data in the
+    sync read", seen as a failed arm on a busy machine.)"""
+    errors: list[BaseException] = []
+    reads = [0, 0, 0]
+
+    def reader(k: int) -> None:
+        try:
+            for _ in range(200):
+                sample = dev.read()
+                assert len(sample.qa) == 2
+                reads[k] += 1
+        except BaseException as exc:
+            errors.append(exc)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as a loaded machine would
+    try:
+        with _device(dxl_sim) as dev:
+            threads = [threading.Thread(target=reader, args=(k,)) for k in range(3)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(120)
+    finally:
+        sys.setswitchinterval(interval)
+    assert not errors, errors[:3]
+    assert reads == [200, 200, 200]
 
 
 def test_device_arms_writes_and_the_plant_follows(dxl_sim):

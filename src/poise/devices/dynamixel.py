@@ -340,7 +340,13 @@ class DynamixelDevice:
             raise first
 
     def _read_block(self) -> dict[int, tuple[int, int, int, int]]:
-        """One sync read: ``{id: (hardware error, current, velocity, position)}``."""
+        """One sync read: ``{id: (hardware error, current, velocity, position)}``, its data
+        taken under the bus lock with it (another thread's sync read, e.g. the loop's while a
+        command arms, clears the group's data when it starts)."""
+        with self._lock:
+            return self._read_block_locked()
+
+    def _read_block_locked(self) -> dict[int, tuple[int, int, int, int]]:
         attempts = self.retries + 1
         for attempt in range(attempts):
             t0 = time.perf_counter()
