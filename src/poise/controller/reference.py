@@ -128,6 +128,9 @@ class Prediction:
         self._max_after_move = MAX_PERIODS * slow_period
         #: The fastest the sway could decay [1/s] (:data:`DECAY_MARGIN`); 0: no bound.
         self._decay = DECAY_MARGIN * max((mode.decay_rate for mode in modes), default=0.0)
+        #: Half a period of the slowest mode [s]: a sway within the tolerance at some time
+        #: may still peak outside it until then.
+        self._half_period = 0.5 * slow_period
         step = ControlStep(model, limits, period, effort_feedforward=effort_feedforward,
                            stepper_factory=stepper_factory, delay=0, shaper=shaper)
         step.reset(np.asarray(q_bar, dtype=float), params.algorithm)
@@ -157,8 +160,9 @@ class Prediction:
         ``give_up`` [s from the move's start]: stop and return False as soon as the response
         cannot be within ``tolerance`` of the target for good by then: it is still farther
         at that time, or its sway over the last such period could not decay into the
-        tolerance by then even :data:`DECAY_MARGIN` times faster than the fastest structural
-        mode at the goal (:meth:`_cannot_settle`, :data:`CHECKS_PER_PERIOD` times a period)."""
+        tolerance by then (by its next peak, half a period later) even :data:`DECAY_MARGIN`
+        times faster than the fastest structural mode at the goal (:meth:`_cannot_settle`,
+        :data:`CHECKS_PER_PERIOD` times a period)."""
         step, period, rows = self._step, self.period, self._rows
         tol, target, window = fraction * float(tolerance), self.plan.target, self._window
         quiet = 0
@@ -207,12 +211,17 @@ class Prediction:
     def _cannot_settle(self, tolerance: float, by: float) -> bool:
         """Whether the largest sway [task units] from the target over the last
         :attr:`_window` rows, decaying from the window's start at the fastest rate it could
-        (:attr:`_decay`), would still exceed ``tolerance`` at ``by`` [s]."""
+        (:attr:`_decay`), would still exceed ``tolerance`` half a period of the slowest mode
+        after ``by`` [s]: a sway whose bound still exceeds the tolerance at ``by`` may
+        already stay within it from then on, its next peak coming up to half a period later
+        (the dancer's crossing, straight: 2.2 mm over the window that starts 0.1 s before
+        it enters the 2 mm band for good)."""
         if self._decay <= 0.0:
             return False
         recent = np.array(self._rows[-self._window:])
         sway = float(np.max(np.linalg.norm(recent - self.plan.target, axis=1)))
-        ahead = max(0.0, by - (len(self._rows) - self._window) * self.period)
+        start = (len(self._rows) - self._window) * self.period
+        ahead = max(0.0, by + self._half_period - start)
         return sway * math.exp(-self._decay * ahead) > tolerance
 
 
