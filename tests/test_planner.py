@@ -9,6 +9,7 @@ import pytest
 from poise.benchmarks.control import reachable_targets
 from poise.controller import planner
 from poise.controller.planner import plan_target
+from poise.ik.held_common import held_jacobian
 from poise.ik.statics import solve_statics
 from poise.models import load_model
 from poise.models.actuation import blocks, split
@@ -51,3 +52,33 @@ def test_an_unreachable_target_is_still_reported_unreachable(dancer):
     plan = plan_target(model, np.array([2.0, 0.5]), [rest], TOL)  # 2 m out: beyond the body
     assert not plan.reachable and plan.error > 0.5
     assert plan.note().startswith("unreachable")
+
+
+def test_a_redundant_robot_is_sent_to_the_nearest_held_configuration(dancer, monkeypatch):
+    """The dancer has three actuated joints for the centre of mass's two coordinates: the
+    held configurations that reach a target form a family. From its q̄ at ``poise bench
+    control``'s target 9 (ff, Algorithm 1), the solve for target 10 drifts along that family
+    and swings a joint by 3.7 rad (a 3.9 s move). The plan's goal reaches the same target,
+    held and stable within the limits, swings no joint by more than 1.8 rad, and is the
+    nearest of its neighbours: the distance to the current actuators has no component
+    left along the family (the held Jacobian's null space)."""
+    model = dancer[0]
+    q_bar = np.array([0.8423087152747754, 1.0594192758017025, -1.982866626655501,
+                      -1.4221119397276536])
+    target = np.array([-0.5657226331272998, 0.7178152318327029])
+    qa_now = split(model, q_bar)[0]
+    with monkeypatch.context() as m:  # the solve as it was
+        m.setattr(planner, "_nearest", lambda model, target, found, *args: found)
+        drifted = plan_target(model, target, [q_bar], TOL)
+    assert drifted.reachable and np.max(np.abs(drifted.qa_goal - qa_now)) > 3.5
+    plan = plan_target(model, target, [q_bar], TOL)
+    assert plan.reachable and plan.error <= TOL / 10 + 1e-12
+    assert np.max(np.abs(plan.qa_goal - qa_now)) < 1.85
+    b = blocks(model, plan.q_goal)
+    assert np.linalg.norm(b.Gu) < 1e-6
+    assert np.linalg.eigvalsh(b.Huu).min() > 0
+    assert np.all(plan.qa_goal >= model.qa_min) and np.all(plan.qa_goal <= model.qa_max)
+    jac = held_jacobian(b)
+    away = plan.qa_goal - qa_now
+    along_family = away - np.linalg.pinv(jac) @ (jac @ away)
+    assert np.linalg.norm(along_family) < 1e-3 * np.linalg.norm(away)
