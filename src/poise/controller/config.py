@@ -172,16 +172,17 @@ class LoopConfig:
                                  "the move (its sway included), not the fixed target, so "
                                  "feedback integrates only what the model did not predict "
                                  "(poise.controller.reference); false: against the target")
-    choose_move: bool = setting(True, "boolean", "where the slowest structural mode is "
-                                "lightly damped (ζ < 0.15), each target's move is chosen on "
-                                "the model: ZV, ZVD or ZVDD at 1, 0.7 or 0.5 × the speed, "
-                                "slowed where the held configuration moves fast "
-                                "(poise.controller.warp) or, with one passive coordinate, "
-                                "paused on the way as timed on the model so that nothing "
-                                "sways (poise.controller.dwell): the one whose predicted response "
-                                "settles first (a few seconds of planning; "
-                                "poise.controller.reference); false: the configured shaper "
-                                "at full speed")
+    choose_move: bool = setting(
+        True, "boolean",
+        "where the slowest structural mode is lightly damped (ζ < 0.15) or "
+        "changes its frequency by more than 25 % between the move's ends, each "
+        "target's move is chosen on the model: ZV, ZVD or ZVDD at 1, 0.7 or 0.5 "
+        "× the speed, slowed where the held configuration moves fast "
+        "(poise.controller.warp) or, with one passive coordinate, paused on the "
+        "way as timed on the model so that nothing sways "
+        "(poise.controller.dwell): the one whose predicted response settles "
+        "first (a few seconds of planning; poise.controller.reference); false: "
+        "the configured shaper at full speed")
     switch_interval: float = setting(
         2e-4, "number", "sys.setswitchinterval while the loop runs [s]: how long another "
         "Python thread may hold the GIL before the loop thread gets it; 0 leaves it", ge=0,

@@ -76,6 +76,10 @@ WARP_SPEEDS = (1.0, 0.7)
 #: A move chosen on the model overshoots no more than the plan's own or this fraction of the
 #: distance moved.
 OVERSHOOT = 0.05
+#: A shaper designed at one end of a move cancels its mode within about this relative error
+#: of the mode's frequency (ZVDD: ±25 %); where the slowest mode's frequency differs more
+#: between the ends, the move is chosen on the model (:func:`shapers_fall_short`).
+MODE_CHANGE = 0.25
 #: Longest reference: the move plus this many periods of the slowest structural mode, and
 #: never more than :data:`MAX_SECONDS`.
 MAX_PERIODS = 20.0
@@ -262,18 +266,26 @@ def overshoot(rows: FloatArray, target: FloatArray) -> float:
     return max(0.0, float(np.max((rows - target) @ direction))) / distance ** 2
 
 
-def lightly_damped(model: MechanicalModel, plan: TargetPlan, q_bar: FloatArray) -> bool:
-    """Whether the slowest structural mode at the move's start or goal is lightly damped
-    (``ζ <`` :data:`~poise.controller.shaping.ZETA_SHAPED`): an arm that rings long after a
-    move, whose move :func:`choose_move` chooses on the model."""
+def shapers_fall_short(model: MechanicalModel, plan: TargetPlan, q_bar: FloatArray) -> bool:
+    """Whether the shapers designed at the ends of ``plan``'s move from ``q_bar`` may leave
+    the arm ringing, so that :func:`choose_move` chooses its move on the model: the slowest
+    structural mode at the start or the goal is lightly damped (``ζ <``
+    :data:`~poise.controller.shaping.ZETA_SHAPED`: the soft arms ring long after a move), or
+    its frequency at one end differs from the other's by more than :data:`MODE_CHANGE` (the
+    dancer from upright to leaning, 1.35 → 0.82 rad/s at ζ 0.2–0.3: its ZVDD-shaped move
+    left the ankle swinging by 0.05 rad and settled after 24 s, 3 T = 23 s; the move chosen
+    on the model after 13 s)."""
     from poise.controller.shaping import ZETA_SHAPED
     from poise.controller.stability import structural_modes
 
     if plan.loop is None:
         return False
-    modes = plan.loop.structural_modes()[:1] + structural_modes(
-        model, np.asarray(q_bar, dtype=float), plan.loop.actuators)[:1]
-    return any(mode.zeta < ZETA_SHAPED for mode in modes)
+    goal = plan.loop.structural_modes()[:1]
+    start = structural_modes(model, np.asarray(q_bar, dtype=float), plan.loop.actuators)[:1]
+    if any(mode.zeta < ZETA_SHAPED for mode in goal + start):
+        return True
+    return bool(goal and start) and not (
+        1.0 / (1.0 + MODE_CHANGE) <= start[0].omega / goal[0].omega <= 1.0 + MODE_CHANGE)
 
 
 def move_candidates(model: MechanicalModel, plan: TargetPlan, q_bar: FloatArray
@@ -326,19 +338,20 @@ def choose_move(plan: TargetPlan, q_bar: FloatArray | None, params: LiveParams,
     """``plan`` with the move that settles first on the model and, in ``fb`` with
     ``loop.follow_model``, that move's predicted response as its reference.
 
-    With ``loop.choose_move`` on a robot whose slowest mode is lightly damped
-    (:func:`lightly_damped`), each of :func:`move_candidates`, with the dwell move solved on
-    the model right after the plan's own (:func:`~poise.controller.dwell.dwell_move`, where
-    there is one), runs through a :class:`Prediction` (pruned as soon as it cannot beat the
-    best so far, and settled only as far as :data:`CHOOSING_FRACTION`: the chosen one alone
-    runs on to its reference) and the one whose response enters the tolerance for good first
-    is kept, among those that overshoot no more than the plan's own move or
-    :data:`OVERSHOOT` of the distance: over a long move the arm's modes change, and no
-    shaper designed at the ends cancels every sway, while a slower move excites less.
+    With ``loop.choose_move`` where the shapers at the move's ends may leave the arm ringing
+    (:func:`shapers_fall_short`), each of :func:`move_candidates`, with the dwell move
+    solved on the model right after the plan's own
+    (:func:`~poise.controller.dwell.dwell_move`, where there is one), runs through a
+    :class:`Prediction` (pruned as soon as it cannot beat the best so far, and settled only
+    as far as :data:`CHOOSING_FRACTION`: the chosen one alone runs on to its reference) and
+    the one whose response enters the tolerance for good first is kept, among those that
+    overshoot no more than the plan's own move or :data:`OVERSHOOT` of the distance: over a
+    long move the arm's modes change, and no shaper designed at the ends cancels every sway,
+    while a slower move excites less.
     Otherwise the plan's own move (:func:`with_reference`)."""
     loop = config.loop
     if not (loop.choose_move and q_bar is not None and wants_reference(model, plan)
-            and lightly_damped(model, plan, q_bar)):
+            and shapers_fall_short(model, plan, q_bar)):
         return with_reference(plan, q_bar, params, config, model, limits, stepper_factory)
     period, tol = 1.0 / loop.rate, config.algorithm.tolerance
 
@@ -402,6 +415,7 @@ __all__ = [
     "DECAY_MARGIN",
     "MAX_PERIODS",
     "MAX_SECONDS",
+    "MODE_CHANGE",
     "MOVE_SHAPERS",
     "MOVE_SPEEDS",
     "MOVE_WARPS",
@@ -411,13 +425,13 @@ __all__ = [
     "WARP_SPEEDS",
     "Prediction",
     "choose_move",
-    "lightly_damped",
     "line_time",
     "move_candidates",
     "overshoot",
     "predicted_response",
     "predicts",
     "settle_time",
+    "shapers_fall_short",
     "wants_reference",
     "with_reference",
 ]
