@@ -212,6 +212,21 @@ def test_edge_check_accepts_envelope_and_bare_values():
     assert commands.parse("estop", b"") == Command("estop", None, "", "mqtt")
 
 
+@pytest.mark.parametrize("name", ["estop", "clear"])
+def test_a_valueless_command_with_only_an_id_is_answered_with_that_id(name):
+    """``{"id": "e1"}`` on ``set/estop`` was taken as a bare value with an empty id, so the
+    sender could not match the answer to its e-stop."""
+    assert commands.parse(name, b'{"id": "e1"}') == Command(name, None, "e1", "mqtt")
+
+
+def test_an_id_without_a_value_is_refused_with_that_id():
+    out = commands.parse("target", b'{"id": "t7"}', commands.Limits(2))
+    assert isinstance(out, CommandResponse) and not out.accepted
+    assert out.id == "t7" and 'missing "value"' in out.reason
+    out = commands.parse("gains", b'{"id": "g1", "gamma": 0.2}')
+    assert isinstance(out, CommandResponse) and out.id == "g1" and 'missing "value"' in out.reason
+
+
 def test_config_parses_urls_and_the_controller_table():
     cfg = MqttConfig.from_url("mqtts://ann:s%40cret@broker.lab:8884", robot_id="arm1")
     assert (cfg.host, cfg.port, cfg.tls, cfg.username, cfg.password) == (

@@ -4,9 +4,10 @@ This is the edge check (JSON, types, shapes, ranges that need no controller stat
 on the controller's state (may we start now? is that algorithm loaded?) is decided by the
 controller's ``submit``. Either way every command gets exactly one :class:`CommandResponse`.
 
-Payload: ``{"id": "abc", "value": ...}``; any other JSON value (or an object without a
-``"value"`` key) is taken as a bare value with an empty id. ``estop`` and ``clear`` accept an empty
-payload.
+Payload: ``{"id": "abc", "value": ...}``; any other JSON value (or an object with neither an
+``"id"`` nor a ``"value"`` key, such as a bare ``gains`` object) is taken as a bare value with an
+empty id. ``estop`` and ``clear`` accept an empty payload or ``{"id": "abc"}`` alone (answered
+with that id); any other command's ``{"id": ...}`` without a ``"value"`` is refused, with its id.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from poise.controller.bus import Command, CommandResponse
 
 #: Largest payload accepted [bytes].
 MAX_PAYLOAD = 65_536
+#: Commands that need no value: an empty payload, or ``{"id": ...}`` alone.
+VALUELESS = ("estop", "clear")
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,19 +101,21 @@ def parse(name: str, payload: bytes, limits: Limits = Limits(),
             raise Refused(f"payload of {len(payload)} bytes exceeds {MAX_PAYLOAD}")
         text = payload.decode("utf-8").strip()
         if not text:
-            if name in ("estop", "clear"):
+            if name in VALUELESS:
                 return Command(name=name, value=None, id="", source=source)
             raise Refused("empty payload: send {\"id\": ..., \"value\": ...}")
         try:
             doc = json.loads(text)
         except json.JSONDecodeError as exc:
             raise Refused(f"malformed JSON: {exc}") from None
-        if isinstance(doc, dict) and "value" in doc:
+        if isinstance(doc, dict) and ("value" in doc or "id" in doc):
             raw_id = doc.get("id", "")
             if isinstance(raw_id, bool) or not isinstance(raw_id, str | int):
                 raise Refused("id must be a string")
             ident = str(raw_id)[:128]
-            value = doc["value"]
+            if "value" not in doc and name not in VALUELESS:
+                raise Refused('missing "value": send {"id": ..., "value": ...}')
+            value = doc.get("value")
         else:
             value = doc
         return Command(name=name, value=validate(name, value, limits), id=ident, source=source)
