@@ -63,3 +63,49 @@ def test_bench_control_command_writes_table_and_json(tmp_path, capsys):
     assert case["model"] == "double_pendulum" and len(case["targets"]) == 1
     assert case["success_pct"] == 100.0 and result["load_avg"]
     assert main(["bench", "control", "--targets", "0", "--quiet"]) == 2
+
+
+def _stiffer(tmp_path, name: str, factor: float):
+    """A copy of model ``name``'s file with every joint spring ``factor`` times stiffer."""
+    import re
+
+    from poise.models.registry import builtin_path
+
+    text = builtin_path(name).read_text()
+    text = re.sub(r"^stiffness = ([0-9.]+)",
+                  lambda m: f"stiffness = {round(float(m.group(1)) * factor, 9)!r}", text,
+                  flags=re.M)
+    path = tmp_path / f"{name}_stiffer.toml"
+    path.write_text(text)
+    return path
+
+
+def test_a_plant_that_differs_from_the_model_leaves_ff_off_target_and_fb_removes_it(
+        tmp_path, capsys):
+    """``--plant``: the double pendulum's springs 10 % stiffer than the controller's model.
+    Feedforward ends where the model says the target is: a static error above the band on
+    every target (the springs deflect less). Feedback ends at least four times closer; the
+    table and the JSON say what differs."""
+    plant = _stiffer(tmp_path, "double_pendulum", 1.1)
+    ff = control.run_case("double_pendulum", "ff", "alg1", count=3, plant=str(plant))
+    fb = control.run_case("double_pendulum", "fb", "alg1", count=3, plant=str(plant))
+    assert ff["plant_differs"] == ["bodies[0].stiffness: 12.0 → 13.2",
+                                   "bodies[1].stiffness: 8.0 → 8.8"]
+    eps = ff["band_m"]
+    for off, on in zip(ff["targets"], fb["targets"], strict=True):
+        assert not off["success"] and off["error_m"] > eps, off
+        assert on["error_m"] < 0.25 * off["error_m"], (off, on)
+    nominal = control.run_case("double_pendulum", "ff", "alg1", count=3)
+    assert nominal["success_pct"] == 100.0 and nominal["plant_differs"] == []
+    path = tmp_path / "control.json"
+    code = main(["bench", "control", "--models", "double_pendulum", "--modes", "ff",
+                 "--algorithms", "alg1", "--targets", "1", "--plant",
+                 f"double_pendulum={plant}", "--json", str(path), "--quiet"])
+    assert code == 0
+    assert "double_pendulum: the simulated robot is" in capsys.readouterr().out
+    result = json.loads(path.read_text())
+    assert result["plants"] == {"double_pendulum": str(plant)}
+    assert result["cases"][0]["plant_differs"] == ff["plant_differs"]
+    for bad in ("double_pendulum", f"dancer={plant}", "double_pendulum=/no/such/file"):
+        assert main(["bench", "control", "--models", "double_pendulum", "--targets", "1",
+                     "--plant", bad, "--quiet"]) == 2

@@ -38,7 +38,7 @@ import math
 import os
 import platform
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -63,6 +63,7 @@ from poise.examples import resolve_config
 from poise.ik.statics import solve_statics
 from poise.models.actuation import split
 from poise.models.base import FloatArray, MechanicalModel
+from poise.sim.params import load_physical
 
 
 @dataclass(frozen=True)
@@ -83,14 +84,18 @@ class TargetResult:
     residual: float
 
 
-def config_for(name: str, mode: str, algorithm: str) -> Config:
+def config_for(name: str, mode: str, algorithm: str, plant: str | None = None) -> Config:
     """The bundled example of ``name`` in ``mode`` with ``algorithm``, default gains, no
-    target (the arm starts holding its rest pose), no MQTT."""
-    return load_config(resolve_config(name), {
+    target (the arm starts holding its rest pose), no MQTT; ``plant``: the simulated robot's
+    true parameters (a model file, ``device.sim_params``; None: as the model says)."""
+    keys: dict[str, tuple[Any, str]] = {
         "loop.mode": (mode, "bench"), "algorithm.name": (algorithm, "bench"),
         "algorithm.target": (None, "bench"), "mqtt.enabled": (False, "bench"),
         "algorithm.gamma": ("auto", "bench"), "algorithm.gamma_z": ("auto", "bench"),
-        "algorithm.gamma_e": ("auto", "bench")})
+        "algorithm.gamma_e": ("auto", "bench")}
+    if plant is not None:
+        keys["device.sim_params"] = (os.path.abspath(plant), "bench")
+    return load_config(resolve_config(name), keys)
 
 
 def band(model: MechanicalModel) -> float:
@@ -121,9 +126,11 @@ def reachable_targets(model: MechanicalModel, qa_min: FloatArray, qa_max: FloatA
 
 
 def run_case(name: str, mode: str, algorithm: str, targets: Sequence[FloatArray] | None = None,
-             *, count: int = TARGETS, seed: int = SEED) -> dict[str, Any]:
-    """One model, mode and algorithm over the targets (default: :func:`reachable_targets`)."""
-    loop = SimulatedLoop(config_for(name, mode, algorithm), seed=seed)
+             *, count: int = TARGETS, seed: int = SEED, plant: str | None = None
+             ) -> dict[str, Any]:
+    """One model, mode and algorithm over the targets (default: :func:`reachable_targets`),
+    against the plant ``plant`` describes (:func:`config_for`)."""
+    loop = SimulatedLoop(config_for(name, mode, algorithm, plant), seed=seed)
     model = loop.model
     if targets is None:
         targets = reachable_targets(model, loop.limits.qa_min, loop.limits.qa_max, count, seed)
@@ -132,6 +139,7 @@ def run_case(name: str, mode: str, algorithm: str, targets: Sequence[FloatArray]
     results = [_one_target(loop, i, np.asarray(x, float), eps) for i, x in enumerate(targets)]
     p = loop.params
     return {"model": name, "mode": mode, "algorithm": algorithm, "band_m": eps,
+            "plant_differs": loop.plant.differences,
             "rate_hz": loop.config.loop.rate,
             "gains": {"gamma": p.gamma, "gamma_z": p.gamma_z, "gamma_e": p.gamma_e},
             "targets": [asdict(r) for r in results], **summarise(results)}
@@ -214,22 +222,40 @@ def summarise(results: Sequence[TargetResult]) -> dict[str, Any]:
     }
 
 
-def _case(args: tuple[str, str, str, list[list[float]] | None, int, int]) -> dict[str, Any]:
-    name, mode, algorithm, targets, count, seed = args
+def _case(args: tuple[str, str, str, list[list[float]] | None, int, int, str | None]
+          ) -> dict[str, Any]:
+    name, mode, algorithm, targets, count, seed, plant = args
     t0 = time.perf_counter()
     arrays = None if targets is None else [np.asarray(x, float) for x in targets]
-    out = run_case(name, mode, algorithm, arrays, count=count, seed=seed)
+    out = run_case(name, mode, algorithm, arrays, count=count, seed=seed, plant=plant)
     out["wall_s"] = time.perf_counter() - t0
     return out
 
 
 def run(models: Sequence[str] = MODELS, modes: Sequence[str] = MODES,
         algorithms: Sequence[str] = ALGORITHMS, *, count: int = TARGETS, seed: int = SEED,
-        workers: int = 1, progress: Callable[[int], Any] | None = None) -> dict[str, Any]:
-    """Every case (model × mode × algorithm), in ``workers`` processes; JSON-ready."""
+        workers: int = 1, progress: Callable[[int], Any] | None = None,
+        plants: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Every case (model × mode × algorithm), in ``workers`` processes; JSON-ready.
+
+    ``plants``: per model name, a model file of the simulated robot's true parameters
+    (``device.sim_params``), the controller keeping its own model: how the defaults cope
+    with a model that is off. The others are simulated as the model says.
+
+    Raises:
+        ValueError: a plant for a model not run, or a plant file that does not match its
+            model (the message says what).
+    """
+    plants = dict(plants or {})
+    unknown = sorted(set(plants) - set(models))
+    if unknown:
+        raise ValueError(f"plant given for {', '.join(unknown)}, not among the models run "
+                         f"({', '.join(models)})")
+    for name, path in plants.items():
+        load_physical(name, path)  # refused here, before any case runs
     t0 = time.perf_counter()
-    jobs = [(name, mode, alg, None, count, seed) for name in models for mode in modes
-            for alg in algorithms]
+    jobs = [(name, mode, alg, None, count, seed, plants.get(name)) for name in models
+            for mode in modes for alg in algorithms]
     cases: list[dict[str, Any]] = []
     if workers > 1:
         with concurrent.futures.ProcessPoolExecutor(workers) as pool:
@@ -245,7 +271,7 @@ def run(models: Sequence[str] = MODELS, modes: Sequence[str] = MODES,
     return {"benchmark": "control", "targets_per_case": count, "seed": seed, "hold_s": HOLD,
             "band": f"min({SUCCESS_ABS * 1e3:g} mm, {SUCCESS_REL * 100:g} % of the reach)",
             "goal": f"settling <= {GOAL_PERIODS:g} periods of the slowest structural mode",
-            "wall_s": time.perf_counter() - t0, "workers": workers,
+            "plants": plants, "wall_s": time.perf_counter() - t0, "workers": workers,
             "load_avg": list(os.getloadavg()), "python": platform.python_version(),
             "numpy": np.__version__, "machine": platform.machine(), "cases": cases}
 
@@ -257,7 +283,8 @@ def table(result: dict[str, Any]) -> str:
     lines = [head, "-" * len(head)]
 
     def f(v: float | None, fmt: str) -> str:
-        return "-" if v is None else format(v, fmt)
+        """``v`` in ``fmt``; ``-`` as wide where there is none (no target succeeded)."""
+        return format(v, fmt) if v is not None else "-".rjust(int(fmt.split(".")[0] or 0))
 
     for c in result["cases"]:
         g = c["goal_3T_s"] or {}
@@ -274,6 +301,10 @@ def table(result: dict[str, Any]) -> str:
         "structural mode (range over the targets); ovs: overshoot along the move; rate: peak "
         "setpoint rate / rate limit; resid: max ‖G_u(q̄)‖ [N·m]; "
         f"wall {result['wall_s']:.0f} s, load {result['load_avg'][0]:.1f}")
+    for name, path in (result.get("plants") or {}).items():
+        differs = next((c["plant_differs"] for c in result["cases"] if c["model"] == name), [])
+        lines.append(f"{name}: the simulated robot is {path} ({'; '.join(differs) or 'the same'}),"
+                     " the controller keeps its model")
     return "\n".join(lines)
 
 

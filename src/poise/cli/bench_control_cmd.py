@@ -25,6 +25,11 @@ def register(commands: argparse._SubParsersAction, groups: dict) -> None:
     p.add_argument("--seed", type=int, default=control.SEED)
     p.add_argument("--workers", type=int, default=1, metavar="N",
                    help="processes (one case each at a time; default 1)")
+    p.add_argument("--plant", action="append", default=[], metavar="NAME=FILE",
+                   help="simulate robot NAME with the true parameters of the model file FILE "
+                   "(e.g. poise model show NAME --json, its spring 10 %% stiffer) while the "
+                   "controller keeps its own model: how the defaults cope with a model that "
+                   "is off (repeatable, one per robot)")
     p.add_argument("--figure", metavar="PNG",
                    help="also draw the README figure (soft_arm_soft, old gain vs automatic "
                    "gain and shaped move); needs pip install 'poise[plot]'")
@@ -44,11 +49,20 @@ def run(args: argparse.Namespace) -> int:
         from poise.extras import require
 
         require("plot", "--figure")
+    plants = {}
+    for given in args.plant:
+        name, sep, path = given.partition("=")
+        if not sep or not name or not path:
+            print(f"poise bench control: --plant {given!r}: expected NAME=FILE",
+                  file=sys.stderr)
+            return 2
+        plants[name] = path
     cases = len(args.models) * len(args.modes) * len(args.algorithms)
     try:
         with progress_bar(cases, "bench control", unit="case", quiet=args.quiet) as bar:
             result = control.run(args.models, args.modes, args.algorithms, count=args.targets,
-                                 seed=args.seed, workers=args.workers, progress=bar.update)
+                                 seed=args.seed, workers=args.workers, progress=bar.update,
+                                 plants=plants)
     except (ValueError, RuntimeError) as exc:
         print(f"poise bench control: {exc}", file=sys.stderr)
         return 2
