@@ -272,7 +272,7 @@ def shapers_fall_short(model: MechanicalModel, plan: TargetPlan, q_bar: FloatArr
     structural mode at the start or the goal is lightly damped (``ζ <``
     :data:`~poise.controller.shaping.ZETA_SHAPED`: the soft arms ring long after a move), or
     its frequency at one end differs from the other's by more than :data:`MODE_CHANGE` (the
-    dancer from upright to leaning, 1.35 → 0.82 rad/s at ζ 0.2–0.3: its ZVDD-shaped move
+    dancer leaning towards upright, 1.35 → 0.82 rad/s at ζ 0.2–0.3: its ZVDD-shaped move
     left the ankle swinging by 0.05 rad and settled after 24 s, 3 T = 23 s; the move chosen
     on the model after 13 s)."""
     from poise.controller.shaping import ZETA_SHAPED
