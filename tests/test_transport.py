@@ -444,3 +444,35 @@ def test_a_loop_that_answers_reads_itself_gets_them_undecoded_and_its_frames_are
     assert device.endpoint.stats.setpoints_applied >= raw - 2
     assert stats.setpoint_rtt.as_dict()["count"] >= 30
     assert stats.crc_errors == 0
+
+
+def test_a_virtual_device_that_was_not_running_does_not_blame_a_host_paced_by_it(sim_device):
+    """``poise device sim`` stopped for 1 s (SIGSTOP; a busy machine, or the hypervisor
+    taking the whole VM, once stopped it for 105 ms during ``poise run``, whose device
+    watchdog is 100 ms) sends no sensor frames, so a host that answers each frame (no
+    heartbeats here) has nothing to answer. The device's watchdog (400 ms: what the other
+    end-to-end tests allow a busy test process) must not count that time as the host's
+    silence: it stays armed. A host that stops answering while the device streams still
+    trips it."""
+    device = sim_device("double_pendulum", "--watchdog-ms", "400", rate=200)
+    with SerialLink(device.path, timeout=5.0, heartbeat=0) as link:
+        assert link.arm().ok
+
+        def answer(frames: int) -> int:
+            status = 0
+            for _ in range(frames):
+                sample = link.next_sensors(timeout=5.0)
+                status = sample.sensors.status
+                link.send_setpoint(sample.sensors.qa)  # hold where it is
+            return status
+
+        assert answer(20) & m.Status.ARMED
+        device.pause()
+        time.sleep(1.0)
+        device.resume()
+        status = answer(40)
+        assert status & m.Status.ARMED and not status & m.Status.WATCHDOG, hex(status)
+        deadline = time.monotonic() + 10  # the host goes silent; the device streams on
+        while not status & m.Status.WATCHDOG and time.monotonic() < deadline:
+            status = link.next_sensors(timeout=5.0).sensors.status
+        assert status & m.Status.WATCHDOG and not status & m.Status.ARMED, hex(status)

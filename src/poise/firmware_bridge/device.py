@@ -49,6 +49,9 @@ def _spin() -> float:
 
 #: Largest plant step the endpoint takes after a stall [s] (the plant sees time pass slower).
 MAX_STEP = 0.05
+#: A virtual device's tick this many periods late means its process was not running
+#: (:meth:`DeviceEndpoint.excuse`).
+LATE_PERIODS = 2.0
 
 
 @dataclass
@@ -265,6 +268,15 @@ class DeviceEndpoint:
                 s |= flag
         return int(s)
 
+    def excuse(self, seconds: float) -> None:
+        """The device itself did not run for ``seconds`` [s] (a virtual device's process that
+        was not scheduled): it sent no sensor frames then, so a host that answers them had
+        nothing to answer; the watchdog does not count that time as the host's silence (its
+        deadline moves on by it). Firmware on a microcontroller never needs this; a host that
+        stops answering while the device streams still trips the watchdog."""
+        if seconds > 0.0:
+            self._last_feed += seconds
+
     def tick(self, now: float) -> None:
         """Advance the plant to ``now``, run the watchdog, and queue one Sensors frame."""
         if self._last_tick is None:
@@ -449,8 +461,10 @@ class PtyDevice:
                 if data:
                     ep.receive(data, now)
             if now >= next_tick:
-                ep.tick(now)
                 period = 1.0 / ep.rate_hz
+                if now - next_tick > LATE_PERIODS * period:  # this process was not running
+                    ep.excuse(now - next_tick)
+                ep.tick(now)
                 next_tick += period
                 if next_tick < now - 10 * period:  # fell far behind: skip, don't burst
                     next_tick = now + period
