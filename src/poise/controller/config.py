@@ -47,12 +47,14 @@ from poise.controller.rules import (
     MAX_DAMPING,
     MAX_RATE,
     MIN_RATE,
+    MODE_CHANGE,
     MODES,
     PACINGS,
     PROCESSES,
     PROTOCOLS,
     SHAPERS,
     UPDATES,
+    ZETA_SHAPED,
     RuleError,
     check_gain,
     check_rate,
@@ -163,8 +165,9 @@ class LoopConfig:
                                        "setpoint")
     shaper: str = setting("auto", "string", "input shaper of the move to each target, on the "
                           "slowest structural mode (the next one gets ZV): auto: ZVDD when it "
-                          "is lightly damped (ζ < 0.15), else ZV; zv, zvd, zvdd: that one "
-                          "(ZVDD: robust to ±25 % in the frequency, for a robot whose modes "
+                          f"is lightly damped (ζ < {ZETA_SHAPED:g}), else ZV; zv, zvd, zvdd: "
+                          f"that one (ZVDD: robust to ±{MODE_CHANGE * 100:g} % in the "
+                          "frequency, for a robot whose modes "
                           "change along its moves, one damped period longer than ZV); off: "
                           "unshaped (docs/controller.md)", choices=SHAPERS)
     follow_model: bool = setting(True, "boolean", "in fb, after a move to a target the task "
@@ -174,8 +177,9 @@ class LoopConfig:
                                  "(poise.controller.reference); false: against the target")
     choose_move: bool = setting(
         True, "boolean",
-        "where the slowest structural mode is lightly damped (ζ < 0.15) or "
-        "changes its frequency by more than 25 % between the move's ends, each "
+        f"where the slowest structural mode is lightly damped (ζ < {ZETA_SHAPED:g}) "
+        f"or changes its frequency by more than {MODE_CHANGE * 100:g} % between the "
+        "move's ends, each "
         "target's move is chosen on the model: ZV, ZVD or ZVDD at 1, 0.7 or 0.5 "
         "× the speed, slowed where the held configuration moves fast "
         "(poise.controller.warp) or, with one passive coordinate, paused on the "

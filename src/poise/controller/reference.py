@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from poise.controller.dwell import dwell_move
+from poise.controller.rules import MODE_CHANGE
 from poise.models.actuation import split
 from poise.models.base import FloatArray, MechanicalModel
 
@@ -76,10 +77,6 @@ WARP_SPEEDS = (1.0, 0.7)
 #: A move chosen on the model overshoots no more than the plan's own or this fraction of the
 #: distance moved.
 OVERSHOOT = 0.05
-#: A shaper designed at one end of a move cancels its mode within about this relative error
-#: of the mode's frequency (ZVDD: ±25 %); where the slowest mode's frequency differs more
-#: between the ends, the move is chosen on the model (:func:`shapers_fall_short`).
-MODE_CHANGE = 0.25
 #: Longest reference: the move plus this many periods of the slowest structural mode, and
 #: never more than :data:`MAX_SECONDS`.
 MAX_PERIODS = 20.0

@@ -45,6 +45,16 @@ PROCESSES = ("own", "shared")
 #: Input shapers of the moves to a target (``[loop] shaper``, :func:`poise.controller.shaping.
 #: shaper_for`): chosen from the modes' damping, or one kind for the slowest mode, or none.
 SHAPERS = ("auto", "zv", "zvd", "zvdd", "off")
+#: Modes with a damping ratio below this are lightly damped: the slowest gets a ZVDD shaper
+#: (the soft arms, ζ ≈ 0.05–0.09, ring for many periods). Above it a ZV shaper, half a damped
+#: period instead of 1.5: the double pendulum (ζ 0.22) then reaches the demo's target within
+#: the 3 s of ``poise run --duration 3`` (:mod:`poise.controller.shaping`).
+ZETA_SHAPED = 0.15
+#: A shaper designed at one end of a move cancels its mode within about this relative error
+#: of the mode's frequency (ZVDD: ±25 %); where the slowest mode's frequency differs more
+#: between the ends, the move is chosen on the model
+#: (:func:`poise.controller.reference.shapers_fall_short`).
+MODE_CHANGE = 0.25
 #: Device protocols (``[device] protocol``): the poise wire protocol or a Dynamixel servo bus.
 PROTOCOLS = ("poise", "dynamixel")
 #: A device string with this prefix is a Dynamixel bus: ``dynamixel:/dev/ttyUSB0``.

@@ -42,15 +42,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from poise.controller.rules import SHAPERS
+from poise.controller.rules import SHAPERS, ZETA_SHAPED
 from poise.controller.stability import Mode
 from poise.models.base import FloatArray
 
-#: Modes with a damping ratio below this are lightly damped: the slowest gets a ZVDD shaper
-#: (the soft arms, ζ ≈ 0.05–0.09, ring for many periods). Above it a ZV shaper, half a damped
-#: period instead of 1.5: the double pendulum (ζ 0.22) then reaches the demo's target within
-#: the 3 s of ``poise run --duration 3``.
-ZETA_SHAPED = 0.15
 #: Modes damped up to this still get a ZV shaper (half a damped period): a slow one rings
 #: long and far even so (the dancer with a leg raised sways at 0.54 rad/s, ζ = 0.4).
 ZETA_DAMPED = 0.6
