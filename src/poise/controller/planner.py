@@ -244,8 +244,7 @@ def _nearest(model: MechanicalModel, target: FloatArray, found: IKResult,
         for _halving in range(NEAREST_HALVINGS):
             qa = np.clip(b.qa + step, model.qa_min, model.qa_max)
             trial = solve_statics(model, qa, b.qu, tol=options.statics_tol)
-            if trial.converged and bool(np.linalg.eigvalsh(
-                    blocks(model, trial.q).Huu).min() > 0.0):
+            if trial.converged and trial.stable:
                 break
             step = 0.5 * step
         else:
