@@ -18,6 +18,11 @@ def register(commands, groups) -> None:
     p.add_argument("--signals", type=int, default=100,
                    help="SIGINT/SIGTERM runs of poise run (0: skip)")
     p.add_argument("--kills", type=int, default=20, help="SIGKILL runs of poise run (0: skip)")
+    p.add_argument("--behind", type=int, default=100, metavar="N",
+                   help="floods of targets, clear and run start with the e-stop behind them "
+                   "on one connection (0: skip)")
+    p.add_argument("--retained", type=int, default=20, metavar="N",
+                   help="commands published retained while running (0: skip)")
     p.add_argument("--priority", type=int, default=None, metavar="P",
                    help="the service's loop.priority (SCHED_FIFO where the OS grants it; 0: "
                    "the normal scheduler; default: the configuration's, 20)")
@@ -29,5 +34,6 @@ def run(args: argparse.Namespace) -> int:
     from poise.telemetry import stress
 
     result = stress.run(args.mqtt, rounds=args.rounds, flood=args.flood,
-                        signals=args.signals, kills=args.kills, priority=args.priority)
+                        signals=args.signals, kills=args.kills, priority=args.priority,
+                        behind=args.behind, retained=args.retained)
     return emit(result, stress.table(result), args.json)

@@ -39,6 +39,8 @@ SAY_AT_START = ("feedforward_only",)
 EXIT_CODES = {"reached": 0, "not_reached": 1, "bad_input": 2, "fault": 3, "estop": 4}
 #: How often the waiting main thread looks at the stop flag and the duration [s].
 TICK = 0.05
+#: How long ``poise run`` waits for its MQTT connection before it gives up, unarmed [s].
+MQTT_WAIT = 20.0
 
 
 def register(commands, groups) -> None:
@@ -190,7 +192,11 @@ def _run(args: argparse.Namespace, stop: StopFlag) -> int:
                   f"{config.loop.mode}, {config.loop.rate:g} Hz, device "
                   f"{_device_text(config.device)}"
                   + (f", {duration:g} s" if duration else ", Ctrl-C to stop"), file=sys.stderr)
-        if not stop:
+        channel = _command_channel(telemetry, stop)
+        if channel:
+            print(f"poise run: {channel}", file=sys.stderr)
+            refused = True
+        elif not stop:
             resp = controller.start("cli start")
             refused = not resp.accepted
             if refused:
@@ -240,6 +246,26 @@ def _start(config: Any, flags: dict[str, tuple[Any, str]], stop: StopFlag) -> tu
         if broker is not None:
             broker.stop()
         raise
+
+
+def _command_channel(telemetry: Any, stop: StopFlag) -> str:
+    """Wait until MQTT, the command and e-stop channel, is up (``--no-mqtt``: none to wait
+    for); "" once it is, else why the arm is not armed without it."""
+    bridge = getattr(telemetry, "bridge", None)
+    if bridge is None:
+        return ""
+    deadline = time.monotonic() + MQTT_WAIT
+    while not stop and time.monotonic() < deadline:
+        if bridge.wait_connected(TICK):
+            return ""
+        if bridge.refused:
+            break
+    if stop:
+        return ""
+    why = bridge.refused or (f"no connection to {bridge.config.url} within {MQTT_WAIT:g} s"
+                             f" ({bridge.stats.last_error or 'no answer'})")
+    return (f"MQTT: {why}. Without its command and e-stop channel the arm is not armed: "
+            "fix [mqtt] (--mqtt URL with user:password@) or run with --no-mqtt")
 
 
 def exit_code(summary: dict[str, Any], refused: bool = False) -> int:

@@ -23,8 +23,13 @@ from poise.controller.rules import COMMAND_NAMES
 T = TypeVar("T")
 
 #: Re-exported from :mod:`poise.controller.rules`, the one owner of the names.
-__all__ = ["COMMAND_NAMES", "Command", "CommandResponse", "CycleSample", "Event",
-           "SampleQueue", "SubscriberHub"]
+__all__ = ["COMMAND_NAMES", "ESTOP_CANCELLED", "Command", "CommandResponse", "CycleSample",
+           "Event", "SampleQueue", "SubscriberHub"]
+
+#: The answer to a command that an e-stop voided: it was received before the e-stop latched
+#: and had not taken effect yet (wherever it waited: on the MQTT receive path, in a queue, in
+#: the real-time process's pipe, or being applied).
+ESTOP_CANCELLED = "cancelled by the e-stop that came after it"
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,12 +101,17 @@ class Command:
         value: the payload (see :data:`COMMAND_NAMES`).
         id: the sender's correlation id, echoed in the response.
         source: who sent it (``"mqtt"``, ``"cli"``, ``"gui"``, ``"api"``).
+        estops: how many e-stops the receiver had seen latch when it received the command
+            (``Controller.estops``), or None. A stamped command is refused if a later e-stop
+            latched before it took effect: nothing received before an e-stop can undo it,
+            wherever it waited.
     """
 
     name: str
     value: Any = None
     id: str = ""
     source: str = "api"
+    estops: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

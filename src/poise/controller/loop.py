@@ -44,6 +44,7 @@ import numpy as np
 from poise.controller.affinity import CpuPlan, pin_thread, plan_cpus
 from poise.controller.bus import (
     COMMAND_NAMES,
+    ESTOP_CANCELLED,
     Command,
     CommandResponse,
     CycleSample,
@@ -172,6 +173,7 @@ class Controller(SubscriberHub):
         self._kernels_ready = False
         self._kernel_lock = threading.Lock()
         self._clear_estop = False
+        self._estops = 0  # e-stops latched so far (see estops)
         self._armed_at = math.inf
         self._seq = 0
         self._target_cache: tuple[object, tuple[float, ...]] = (None, ())
@@ -196,6 +198,17 @@ class Controller(SubscriberHub):
     def state(self) -> State:
         """The current :class:`~poise.controller.state.State`."""
         return self._sm.state
+
+    @property
+    def estops(self) -> int:
+        """How many e-stops have latched (it only grows). A receiver stamps each command
+        with it (``Command.estops``): a command is refused if an e-stop latched after it was
+        received and before it took effect."""
+        return self._estops
+
+    def _estopped_since(self, since: int | None) -> bool:
+        """Whether an e-stop latched after ``since`` (a value of :attr:`estops`)."""
+        return since is not None and self._estops > since
 
     @property
     def reason(self) -> str:
@@ -357,9 +370,14 @@ class Controller(SubscriberHub):
         """Whether the device measures q (False: feed-forward only)."""
         return self.device_info is None or self.device_info.measures_q
 
-    def start(self, cause: str = "start") -> CommandResponse:
-        """Connect if needed, arm the device and run the loop (ready → running)."""
+    def start(self, cause: str = "start", since: int | None = None) -> CommandResponse:
+        """Connect if needed, arm the device and run the loop (ready → running).
+
+        ``since``: the :attr:`estops` count when the command was received (default: now).
+        An e-stop that latches meanwhile, even while the device is being armed, wins: the
+        device is sent EStop again and the start is refused."""
         with self._cmd_lock:
+            since = self._estops if since is None else since
             st = self.state
             if st in LATCHED:
                 return _no("run", f"{st.value} latched ({self.reason}); send 'clear' first")
@@ -386,15 +404,24 @@ class Controller(SubscriberHub):
                 self._params = params
                 self._event("param", name="start", value=None, id="", source=cause,
                             params=params.as_dict())  # the target's bounds, automatic gains
+            if self._estopped_since(since):
+                return _no("run", ESTOP_CANCELLED)
             try:
                 device.arm(clear_estop=self._clear_estop)
             except DeviceError as exc:
                 return _no("run", f"arm failed: {exc}")
-            self._armed_at = time.perf_counter()
-            self._clear_estop = False
-            self._reset_pending = True
-            self._started_at = time.monotonic()
-            self._sm.to(State.RUNNING, cause)
+            with self._param_lock:  # atomic with the e-stop latch
+                late = self._estopped_since(since)
+                if not late:
+                    self._armed_at = time.perf_counter()
+                    self._clear_estop = False
+                    self._reset_pending = True
+                    self._started_at = time.monotonic()
+                    self._sm.to(State.RUNNING, cause)
+            if late:  # it latched while arming: the device may have been armed after EStop
+                with contextlib.suppress(DeviceError):
+                    device.estop()
+                return _no("run", ESTOP_CANCELLED)
             return _ok("run")
 
     def stop(self, cause: str = "stop") -> CommandResponse:
@@ -414,8 +441,9 @@ class Controller(SubscriberHub):
         applied is either done before the latch or refused (the parameter lock is held for
         microseconds, never during planning)."""
         with self._param_lock:
+            self._estops += 1
             self._sm.to(State.ESTOP, cause)
-        self._clear_estop = True
+            self._clear_estop = True
         self.step.goal = None
         device = self.device
         if device is not None and device.connected:
@@ -427,9 +455,13 @@ class Controller(SubscriberHub):
                             text=str(exc))
         return _ok("estop")
 
-    def clear(self, cause: str = "clear") -> CommandResponse:
-        """Clear a latched fault or e-stop: → ready (device connected) or idle (no link)."""
+    def clear(self, cause: str = "clear", since: int | None = None) -> CommandResponse:
+        """Clear a latched fault or e-stop: → ready (device connected) or idle (no link).
+
+        ``since``: the :attr:`estops` count when the command was received (default: now);
+        an e-stop that latched after it is never cleared by it."""
         with self._cmd_lock:
+            since = self._estops if since is None else since
             if self.state not in LATCHED:
                 return _no("clear", f"nothing to clear (state {self.state.value})")
             if self.device is None:
@@ -438,9 +470,12 @@ class Controller(SubscriberHub):
             if not self.device.connected:
                 return _no("clear", "device not connected (the link is reconnecting); "
                            "clear again once it is back")
-            self._holding = False
-            self._last_frame_time = time.perf_counter()
-            self._sm.to(State.READY, cause)
+            with self._param_lock:  # atomic with the e-stop latch
+                if self._estopped_since(since):
+                    return _no("clear", ESTOP_CANCELLED)
+                self._holding = False
+                self._last_frame_time = time.perf_counter()
+                self._sm.to(State.READY, cause)
             return _ok("clear")
 
     def final_summary(self) -> dict[str, Any]:
@@ -546,6 +581,8 @@ class Controller(SubscriberHub):
         name, value, cid = command.name, command.value, command.id
         if name not in COMMAND_NAMES:
             resp = _no(name, f"unknown command; allowed: {', '.join(COMMAND_NAMES)}", cid)
+        elif name != "estop" and self._estopped_since(command.estops):
+            resp = _no(name, ESTOP_CANCELLED, cid)
         elif self.state == State.ESTOP and name not in ("clear", "estop"):
             resp = _no(name, f"e-stop latched ({self.reason}); send 'clear' first", cid)
         else:
@@ -562,14 +599,14 @@ class Controller(SubscriberHub):
                ) -> CommandResponse:
         if c.name == "run":
             if c.value == "start":
-                return self.start(f"{c.source} start")
+                return self.start(f"{c.source} start", since=c.estops)
             if c.value == "stop":
                 return self.stop(f"{c.source} stop")
             raise ParamError(f"run = {c.value!r}: must be 'start' or 'stop'")
         if c.name == "estop":
             return self.estop(f"{c.source} e-stop")
         if c.name == "clear":
-            return self.clear(f"{c.source} clear")
+            return self.clear(f"{c.source} clear", since=c.estops)
         note = ""
         plan: TargetPlan | None = None
         if c.name == "target":  # the offline solves run here, outside every lock
@@ -590,6 +627,8 @@ class Controller(SubscriberHub):
             if self.state == State.ESTOP:  # it latched while the target was being planned
                 raise ParamError(f"e-stop latched ({self.reason}) while the command was "
                                  "being applied; send 'clear' first")
+            if self._estopped_since(c.estops):  # latched and cleared since it was received
+                raise ParamError(ESTOP_CANCELLED)
             if self._params is not p:
                 new = self._derive(c, self._params, plan)
             if plan is not None:
@@ -1011,7 +1050,10 @@ class Controller(SubscriberHub):
         st = self.step.stepper
         residual = st.residual if st is not None else math.nan
         out = {
-            "reached": bool(err <= self.config.algorithm.tolerance),
+            # a latched fault or e-stop has stopped the control: not "reached", however
+            # close the arm stood when it latched
+            "reached": bool(err <= self.config.algorithm.tolerance) and
+            self.state not in LATCHED,
             "task_error": err,
             "task_error_predicted": float(np.linalg.norm(p.target - st.x_bar)) if st else None,
             "statics_residual": residual,

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from poise.controller.bus import Command, CommandResponse, CycleSample
+from poise.controller.bus import ESTOP_CANCELLED, Command, CommandResponse, CycleSample
 from poise.controller.config import Config, ConfigError
 from poise.controller.ring import CycleRing, RingError
 from poise.controller.state import State
@@ -65,6 +65,7 @@ class _Child:
         self.urgent: Any = None
         self.last_params: object = None
         self.last_plan: object = self  # never a plan: the first flush sends it
+        self.last_estops = 0
         self.ring_errors = 0
         self.closed = False
         self.close_lock = threading.Lock()
@@ -98,6 +99,9 @@ class _Child:
         ctl = self.ctl
         with self.up_lock:
             try:
+                if ctl.estops != self.last_estops:  # first: the parent stamps commands
+                    self.last_estops = ctl.estops  # with it (Command.estops)
+                    self.up.send(("estops", self.last_estops))
                 evs = self.events.drain()
                 if evs:
                     self.up.send(("ev", evs))
@@ -190,15 +194,18 @@ class _Child:
         reply(response)
         self.send(("urgent", response.id))
 
-    def serve_urgent(self, config: Any, priority: int) -> bool:
-        """Start (once) the e-stop's own MQTT connection in this process."""
+    def serve_urgent(self, config: Any, priority: int, device: str = "") -> bool:
+        """Start (once) the e-stop's own MQTT connection in this process; it publishes
+        ``$state`` itself once an e-stop has latched (``device`` in it)."""
         if self.urgent is None:
-            from poise.telemetry.urgent import UrgentListener
+            from poise.telemetry.urgent import UrgentListener, state_payload
 
             self.urgent = UrgentListener(
                 config, self.post_urgent, priority=priority,
                 on_connected=lambda up: self.send(("urgent_conn", up)),
-                observe=lambda response: self.send(("urgent_answer", response))).start()
+                observe=lambda response: self.send(("urgent_answer", response)),
+                states=(self.ctl.events(history=False),
+                        state_payload(self.ctl, device, config.url))).start()
         return True
 
     def stop_urgent(self) -> bool:
@@ -208,7 +215,7 @@ class _Child:
         return True
 
     def cancelled(self, name: str, cid: str) -> CommandResponse:
-        return CommandResponse(cid, name, False, "cancelled by the e-stop that came after it")
+        return CommandResponse(cid, name, False, ESTOP_CANCELLED)
 
     def execute(self, name: str, args: tuple[Any, ...]) -> Any:
         if name not in CALLS:

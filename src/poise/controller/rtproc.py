@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from poise.controller.bus import (
+    ESTOP_CANCELLED,
     Command,
     CommandResponse,
     CycleSample,
@@ -170,6 +171,7 @@ class RealtimeController(SubscriberHub):
         self.samples_lost = 0
         self._state = State.IDLE
         self._reason = ""
+        self._estops = 0  # the child's Controller.estops, as it last reported it
         self._target = ("", "")
         self._changed = threading.Condition()
         self._dead = ""  # the death reason once the child is gone unexpectedly
@@ -281,6 +283,12 @@ class RealtimeController(SubscriberHub):
         return self._params
 
     @property
+    def estops(self) -> int:
+        """The child's ``Controller.estops`` as it last reported it (never ahead of the
+        child's: a command stamped with it is refused there if an e-stop latched since)."""
+        return self._estops
+
+    @property
     def target_status(self) -> str:
         """``reachable``, ``unreachable`` or ``""`` (see ``Controller.target_status``)."""
         return self._target[0]
@@ -379,18 +387,20 @@ class RealtimeController(SubscriberHub):
                                        "came after it")
 
     def serve_urgent(self, mqtt: Any, priority: int,
-                     on_answer: Callable[[CommandResponse], None]) -> _ChildUrgent:
+                     on_answer: Callable[[CommandResponse], None],
+                     device: str = "") -> _ChildUrgent:
         """Serve MQTT e-stops in the real-time process itself (a connection of its own,
         :class:`~poise.telemetry.urgent.UrgentListener`): from the socket to the device
         without this process's GIL, which a flood of commands here holds. The child answers
-        them; ``on_answer`` is told each answer (in the reader thread; must not block).
+        them and publishes ``$state`` (``device`` in it) once each has latched;
+        ``on_answer`` is told each answer (in the reader thread; must not block).
 
         Raises:
             RealtimeError: the child is gone.
         """
         handle = _ChildUrgent(self, on_answer)
         self._urgent = handle
-        self._call("serve_urgent", mqtt, priority, timeout=10.0)
+        self._call("serve_urgent", mqtt, priority, device, timeout=10.0)
         return handle
 
     # ------------------------------------------------------------------ summary, close
@@ -495,7 +505,11 @@ class RealtimeController(SubscriberHub):
             return CommandResponse(cid, name, False, str(exc))
 
     def _execute(self, command: Command) -> CommandResponse:
-        """Apply ``command`` in the child, a target planned here first (:meth:`_prepare`)."""
+        """Apply ``command`` in the child, a target planned here first (:meth:`_prepare`);
+        one received before an e-stop that has latched since is refused here, unplanned
+        (the child would refuse it too: ``Command.estops``)."""
+        if command.estops is not None and command.estops < self._estops:
+            return CommandResponse(command.id, command.name, False, ESTOP_CANCELLED)
         return self._command("submit", command, self._prepare(command), name=command.name,
                              cid=command.id)
 
@@ -664,6 +678,8 @@ class RealtimeController(SubscriberHub):
             self._built.set()
         elif kind == "fatal":
             self._fatal = (msg[1], msg[2])
+        elif kind == "estops":
+            self._estops = msg[1]
         elif kind == "ev":
             for ev in msg[1]:
                 self._on_event(ev)

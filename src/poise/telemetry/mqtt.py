@@ -40,18 +40,28 @@ import random
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import aiomqtt
+from paho.mqtt.subscribeoptions import SubscribeOptions
 
-from poise.controller.bus import Command, CommandResponse, CycleSample, Event, SampleQueue
+from poise.controller.bus import (
+    ESTOP_CANCELLED,
+    Command,
+    CommandResponse,
+    CycleSample,
+    Event,
+    SampleQueue,
+)
 from poise.controller.dispatch import CommandDispatcher
 from poise.telemetry import commands as cmds
 from poise.telemetry import records
 from poise.telemetry.clock import ClockAnchor, Decimator
-from poise.telemetry.mqtt_config import MqttConfig
+from poise.telemetry.fence import EstopFence
+from poise.telemetry.mqtt_config import MqttConfig, connect_refusal, unsupported_protocol
 from poise.telemetry.topics import LOST, Topics, dumps, encode_batch, state_dict
 from poise.telemetry.urgent import (
     CONNECT_GRACE,
@@ -59,6 +69,7 @@ from poise.telemetry.urgent import (
     UrgentListener,
     collect_abandoned_clients,
     parse_message,
+    state_payload,
 )
 
 log = logging.getLogger(__name__)
@@ -178,6 +189,16 @@ class MqttBridge:
         self._own_dispatcher = None if callable(post) else CommandDispatcher(handler.submit)
         self._post = post if callable(post) else self._own_dispatcher.post  # type: ignore[union-attr]
         self._rx: _ReceiveQueue | None = None
+        # commands still on their way when an e-stop latches are void (poise.telemetry.fence)
+        self._fence = EstopFence(lambda: getattr(handler, "estops", None))
+        self._fence_topic = f"{self.topics.base}/$fence/{uuid.uuid4().hex[:12]}"
+        self._client: aiomqtt.Client | None = None
+        # MQTT 5 (the retain flag of live publishes is seen) unless the broker refuses it
+        # (None: not known yet, asked at the first connect)
+        self._v5: bool | None = {"5": True, "3.1.1": False}.get(self.config.protocol)
+        #: Why the broker refused this bridge's connection ("": it did not), e.g. bad
+        #: credentials: ``poise run`` does not arm without its command channel.
+        self.refused = ""
         # e-stops come on a connection and a thread of their own (in the real-time process
         # when there is one): never behind a flood of other commands (see start)
         self._urgent: Any = None
@@ -217,10 +238,14 @@ class MqttBridge:
         serve = getattr(self.handler, "serve_urgent", None)
         if callable(serve):
             with contextlib.suppress(Exception):  # a gone child: e-stops then come this way
-                return serve(self.config, self.urgent_priority, self._count)
-        return UrgentListener(self.config, self._post, answer=self._answer,
-                              priority=self.urgent_priority, observe=self._count_command
-                              ).start()
+                return serve(self.config, self.urgent_priority, self._count,
+                             device=self.device)
+        events = getattr(self.handler, "events", None)
+        states = (events(history=False), state_payload(self.handler, self.device,
+                                                       self.config.url)) \
+            if callable(events) else None
+        return UrgentListener(self.config, self._post, priority=self.urgent_priority,
+                              observe=self._count, states=states).start()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Publish ``$state`` offline, disconnect cleanly and join the thread."""
@@ -272,6 +297,7 @@ class MqttBridge:
                 was_connected = await self._session_or_stop(stopper)
             except (aiomqtt.MqttError, OSError) as exc:
                 was_connected = self.connected.is_set()
+                self.refused = connect_refusal(exc)
                 self._note_error(exc)
             except Exception as exc:  # never let the bridge thread die: log, back off, retry
                 was_connected = self.connected.is_set()
@@ -314,10 +340,19 @@ class MqttBridge:
         cfg, topics = self.config, self.topics
         will = aiomqtt.Will(topics.state, dumps(LOST), qos=1, retain=True)
         ident = f"poise-{cfg.robot_id}-{os.getpid()}-{random.randrange(1 << 32):08x}"
-        async with cfg.client(will=will, identifier=ident, queue_type=self._queue_type()) \
-                as client:
+        if self._v5 is None:
+            self._v5 = await self._speaks_v5(ident)
+        async with cfg.client(will=will, identifier=ident, queue_type=self._queue_type(),
+                              v5=self._v5) as client:
             client.pending_calls_threshold = WINDOW + 16  # our window, not a warning per call
-            await client.subscribe(topics.set_filter, qos=1)
+            if self._v5:  # live retained commands arrive flagged, so they are refused too
+                await client.subscribe(topics.set_filter, options=SubscribeOptions(
+                    qos=1, retainAsPublished=True))
+            else:
+                await client.subscribe(topics.set_filter, qos=1)
+            await client.subscribe(self._fence_topic, qos=1)
+            self._fence.reset()  # a new session: nothing from before it is in transit
+            self._client, self.refused = client, ""
             self._discard_stale()
             self._last_state = None
             self._params_dirty = True
@@ -343,6 +378,7 @@ class MqttBridge:
                 for task in tasks:
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
+                self._client = None
             failed = [t.exception() for t in done if t.exception() is not None]
             self._refuse_unprocessed(
                 "connection to the broker lost before the command was handled; send it again"
@@ -354,6 +390,17 @@ class MqttBridge:
             await client.publish(topics.state, dumps(self._state_payload("offline",
                                  "service stopped")), qos=1, retain=True, timeout=2)
             return True
+
+    async def _speaks_v5(self, ident: str) -> bool:
+        """Whether the broker takes MQTT 5: a bare CONNECT (no will: amqtt, which speaks
+        3.1.1 only, refuses a bare one at once but chokes on a will in 5's layout)."""
+        try:
+            async with self.config.client(identifier=ident, v5=True):
+                return True
+        except aiomqtt.MqttError as exc:
+            if unsupported_protocol(exc):
+                return False
+            raise
 
     def _discard_stale(self) -> None:
         if self.samples is not None:
@@ -392,13 +439,15 @@ class MqttBridge:
         topics = self.topics
         next_t = time.monotonic()
         while not self._stopping.is_set():
+            self._fence.poll()  # an e-stop latched: fence what is still on its way
+            self._send_marker(client)
             if self.events is not None:
                 for event in self.events.drain():
                     self.stats.events += 1
                     self._owed.append((topics.events, dumps(event.as_dict())))
                     if event.kind == "state":
                         self._state_reason = str(event.data.get("cause", ""))
-                        self._last_state = None  # force a $state republish
+                        await self._publish_transition(client, event)
                     elif event.kind == "param":
                         self._params_dirty = True
             await self._publish_status(client)
@@ -434,6 +483,25 @@ class MqttBridge:
             await client.publish(self.topics.joint_states,
                                  dumps(records.joint_state(s, stamp, names)), qos=0)
             await client.publish(self.topics.task, dumps(records.task_record(s, stamp)), qos=0)
+
+    async def _publish_transition(self, client: aiomqtt.Client, event: Event) -> None:
+        """``$state`` for one state change, so that every state entered is seen, however
+        briefly it lasted (an ``estop`` cleared between two ticks); the current state
+        follows in :meth:`_publish_status` if it differs."""
+        state = str(event.data.get("to", ""))
+        key = f"{state}/"
+        if state and key != self._last_state:
+            await client.publish(self.topics.state, dumps(self._state_payload(
+                state, self._state_reason)), qos=1, retain=True, timeout=5)
+            self._last_state = key
+
+    def _send_marker(self, client: aiomqtt.Client) -> None:
+        """Publish the fence's marker if one is due (see :mod:`poise.telemetry.fence`)."""
+        number = self._fence.due()
+        if number is not None:
+            task = asyncio.get_running_loop().create_task(
+                client.publish(self._fence_topic, str(number).encode(), qos=1))
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
     async def _publish_status(self, client: aiomqtt.Client) -> None:
         """Republish the retained ``$state`` and ``params`` if they changed."""
@@ -485,7 +553,12 @@ class MqttBridge:
         """One received message: answered at once if it is malformed (or ``refuse`` is
         given), else posted to the dispatcher. While the urgent connection is up, the main
         one (which sees e-stops too, through ``set/#``) leaves them to it."""
-        name = self.topics.command_name(str(message.topic))
+        topic = str(message.topic)
+        if topic == self._fence_topic:
+            payload = message.payload
+            self._fence.passed(payload if isinstance(payload, bytes) else b"")
+            return
+        name = self.topics.command_name(topic)
         if name is None or (name in URGENT_TOPICS and self._urgent is not None and
                             self._urgent.connected.is_set()):
             return
@@ -493,10 +566,17 @@ class MqttBridge:
         parsed = parse_message(name, message, self._limits)
         if isinstance(parsed, CommandResponse):
             self._answer(parsed)
-        elif refuse:
+            return
+        if refuse:
             self._answer(CommandResponse(parsed.id, name, False, refuse))
+            return
+        estops, void = self._fence.stamp()
+        if void and name not in URGENT_TOPICS:  # received before an e-stop that latched
+            self._answer(CommandResponse(parsed.id, name, False, ESTOP_CANCELLED))
         else:
-            self._post(parsed, self._answer)
+            self._post(replace(parsed, estops=estops), self._answer)
+        if self._client is not None:
+            self._send_marker(self._client)
 
     def _queue_type(self) -> type[asyncio.Queue[aiomqtt.Message]]:
         """aiomqtt's receive queue class (its ``queue_type`` option): e-stop and ``run``

@@ -22,6 +22,13 @@ if TYPE_CHECKING:
 
 #: Most telemetry messages per second the bridge will send.
 MAX_RATE_HZ = 100.0
+#: The values of ``MqttConfig.protocol``.
+PROTOCOLS = ("auto", "5", "3.1.1")
+#: CONNACK codes that refuse a client for good (MQTT 3.1.1: bad user name or password, not
+#: authorised; MQTT 5: 0x86, 0x87): retrying cannot help.
+AUTH_REFUSALS = (4, 5, 0x86, 0x87)
+#: CONNACK codes of a broker that does not speak the protocol version asked for.
+PROTOCOL_REFUSALS = (1, 0x84)
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,10 @@ class MqttConfig:
         embedded: no broker was named (``[mqtt]`` without ``url``): ``poise run`` starts an
             embedded broker on loopback and connects there (``host``/``port`` are then
             placeholders until it has).
+        protocol: the bridge's MQTT version: ``"auto"`` (5, or 3.1.1 where the broker
+            refuses 5, as the embedded amqtt does), ``"5"`` or ``"3.1.1"``. Under 5 the
+            bridge subscribes with *retain as published*, so a command published retained
+            is refused even when it arrives live.
     """
 
     host: str = "127.0.0.1"
@@ -63,6 +74,7 @@ class MqttConfig:
     joint_states_hz: float = 0.0
     enabled: bool = True
     embedded: bool = False
+    protocol: str = "auto"
 
     def __post_init__(self) -> None:
         check_robot_id(self.robot_id)
@@ -73,6 +85,9 @@ class MqttConfig:
                              f"[0, {MAX_RATE_HZ:g}] (0: off)")
         if not 0 < self.port < 65536:
             raise ValueError(f"mqtt port {self.port} out of range")
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"mqtt protocol {self.protocol!r} must be one of "
+                             f"{', '.join(PROTOCOLS)}")
 
     @property
     def url(self) -> str:
@@ -159,15 +174,20 @@ class MqttConfig:
 
     def client(self, *, will: aiomqtt.Will | None = None, identifier: str | None = None,
                clean_session: bool = True,
-               queue_type: type[asyncio.Queue[aiomqtt.Message]] | None = None
-               ) -> aiomqtt.Client:
+               queue_type: type[asyncio.Queue[aiomqtt.Message]] | None = None,
+               v5: bool = False) -> aiomqtt.Client:
         """An aiomqtt client for this broker (not yet connected); ``queue_type`` orders the
-        received messages (aiomqtt's option)."""
+        received messages (aiomqtt's option); ``v5``: MQTT 5 (a clean start stands for
+        ``clean_session``), else 3.1.1."""
         import aiomqtt
+        from paho.mqtt.client import MQTT_CLEAN_START_FIRST_ONLY
 
+        version = aiomqtt.ProtocolVersion.V5 if v5 else aiomqtt.ProtocolVersion.V311
         return aiomqtt.Client(
             self.host, self.port, username=self.username, password=self.password,
-            identifier=identifier, will=will, clean_session=clean_session,
+            identifier=identifier, will=will,
+            clean_session=None if v5 else clean_session, protocol=version,
+            clean_start=clean_session if v5 else MQTT_CLEAN_START_FIRST_ONLY,
             queue_type=queue_type,
             keepalive=self.keepalive, timeout=5.0, tls_context=self.tls_context(),
             transport=self.transport,  # type: ignore[arg-type]
@@ -175,4 +195,24 @@ class MqttConfig:
             tls_insecure=self.tls_insecure if self.tls else None)
 
 
-__all__ = ["MAX_RATE_HZ", "MqttConfig"]
+def _connack_code(exc: BaseException) -> int | None:
+    """The CONNACK code of a refused connection (aiomqtt's ``MqttCodeError.rc``), or None."""
+    rc = getattr(exc, "rc", None)
+    value = getattr(rc, "value", rc)
+    return value if isinstance(value, int) else None
+
+
+def connect_refusal(exc: BaseException) -> str:
+    """Why the broker refused us for good (bad credentials, not authorised), as text; ""
+    for any other failure (unreachable, lost: worth retrying)."""
+    return f"the broker refused the connection: {exc}" \
+        if _connack_code(exc) in AUTH_REFUSALS else ""
+
+
+def unsupported_protocol(exc: BaseException) -> bool:
+    """Whether the broker refused the MQTT version asked for."""
+    return _connack_code(exc) in PROTOCOL_REFUSALS
+
+
+__all__ = ["AUTH_REFUSALS", "MAX_RATE_HZ", "PROTOCOLS", "MqttConfig", "connect_refusal",
+           "unsupported_protocol"]

@@ -98,8 +98,10 @@ def attach(controller: Any, *, mqtt: bool | None = None, url: str | None = None,
             telemetry.broker = None
         if config.mqtt.enabled if mqtt is None else mqtt:
             url = url or config.mqtt.url
+            # the embedded broker (amqtt) speaks MQTT 3.1.1 only
             mc = MqttConfig.from_settings(config.mqtt, url=url, robot_id=robot_id,
-                                          joint_states_hz=joint_states)
+                                          joint_states_hz=joint_states,
+                                          protocol="3.1.1" if telemetry.broker else None)
             telemetry.bridge = MqttBridge(
                 controller, controller.subscribe(), controller.events(), mc,
                 params=_params(controller), model=controller.model.describe(),

@@ -57,7 +57,7 @@ def broker_url(url: str | None = None) -> Iterator[str]:
         yield broker.url
 
 
-def _pct(values: list[float]) -> dict[str, float | None]:
+def percentiles(values: list[float]) -> dict[str, float | None]:
     if not values:
         return {"n": 0, "p50": None, "p99": None, "max": None}
     a = np.asarray(values)
@@ -71,7 +71,7 @@ def _cycles(controller: Any) -> tuple[int, int]:
     return int(t["missed"]), int(t["cycles"])
 
 
-class _Service:
+class Service:
     """A controller on the virtual device (in its own process, as ``poise run`` runs it) with
     MQTT and the log attached."""
 
@@ -198,7 +198,7 @@ def estop_under_flood(url: str, rounds: int = 10, flood: int = 2000,
     latencies, latched, counts = [], [], []
     received = 0
     with tempfile.TemporaryDirectory() as logs:
-        svc = _Service(url, logs, priority=priority)
+        svc = Service(url, logs, priority=priority)
         stats = svc.telemetry.bridge.stats  # type: ignore[union-attr]
         try:
             svc.telemetry.bridge.wait_connected(10)  # type: ignore[union-attr]
@@ -228,8 +228,8 @@ def estop_under_flood(url: str, rounds: int = 10, flood: int = 2000,
                 counts.append(_count(answers, ids))
         finally:
             svc.close()
-    return {"rounds": rounds, "flood": flood, "disarm_ms": _pct(latencies),
-            "latched_ms": _pct(latched), "received_by_service": received,
+    return {"rounds": rounds, "flood": flood, "disarm_ms": percentiles(latencies),
+            "latched_ms": percentiles(latched), "received_by_service": received,
             "responses": {k: sum(c[k] for c in counts) for k in
                           ("expected", "answered", "duplicates")}}
 
@@ -248,7 +248,7 @@ def command_flood(url: str, flood: int = 2000, seed: int = 1, priority: int | No
             name, value = kinds[rng.randrange(len(kinds))]
             commands.append((name, value, f"f-{i}"))
     with tempfile.TemporaryDirectory() as logs:
-        svc = _Service(url, logs, priority=priority)
+        svc = Service(url, logs, priority=priority)
         bridge = svc.telemetry.bridge
         try:
             bridge.wait_connected(10)  # type: ignore[union-attr]
@@ -356,7 +356,7 @@ def signal_storm(runs: int = 100, seed: int = 2, duration: float = 3.0,
                 bad.append({"signal": sig.name, "exit": proc.returncode, "seconds": took,
                             "processes": procs, "files": files, "stderr": text[-400:]})
     clean = runs - len(bad) - in_interpreter
-    return {"runs": runs, "clean": clean, "exit_s": _pct(exits), "exited_before_signal":
+    return {"runs": runs, "clean": clean, "exit_s": percentiles(exits), "exited_before_signal":
             early_exit, "ended_by_default_handler": default_handler,
             "interrupted_in_interpreter_startup": in_interpreter, "failures": bad[:5]}
 
@@ -393,15 +393,25 @@ def sigkill_orphans(runs: int = 20) -> dict[str, Any]:
 
 
 def run(url: str | None = None, *, rounds: int = 10, flood: int = 2000, signals: int = 100,
-        kills: int = 20, priority: int | None = None) -> dict[str, Any]:
-    """All four measurements; JSON-ready. ``priority``: the service's ``loop.priority``
-    (SCHED_FIFO where granted; 0: the normal scheduler; None: the configuration's default)."""
+        kills: int = 20, priority: int | None = None, behind: int = 100,
+        retained: int = 20) -> dict[str, Any]:
+    """Every measurement (0 skips one); JSON-ready. ``priority``: the service's
+    ``loop.priority`` (SCHED_FIFO where granted; 0: the normal scheduler; None: the
+    configuration's default). ``behind``, ``retained``: see
+    :mod:`poise.telemetry.stress_estop`."""
+    from poise.telemetry import stress_estop
+
     out: dict[str, Any] = {"machine": {"cpus": os.cpu_count(),
                                        "load": list(os.getloadavg())}, "priority": priority}
     with broker_url(url) as u:
         out["broker"] = u
         if rounds:
             out["estop"] = estop_under_flood(u, rounds, flood, priority=priority)
+        if behind:
+            out["estop_behind"] = stress_estop.estop_behind_commands(
+                u, behind, flood or 2000, priority=priority)
+        if retained:
+            out["retained"] = stress_estop.retained_live(u, retained, priority=priority)
         if flood:
             out["flood"] = command_flood(u, flood, priority=priority)
     if signals:
@@ -414,6 +424,8 @@ def run(url: str | None = None, *, rounds: int = 10, flood: int = 2000, signals:
 
 def table(r: dict[str, Any]) -> str:
     """The human-readable report."""
+    from poise.telemetry.stress_estop import table_lines
+
     load = ", ".join(f"{x:.2f}" for x in r["machine"]["load"])
     prio = r.get("priority")
     lines = [f"broker {r.get('broker')}  load {load}  loop.priority "
@@ -426,6 +438,7 @@ def table(r: dict[str, Any]) -> str:
                      f"(goal p99 <= 20 ms); latched p99 {s['p99']} ms; responses "
                      f"{c['answered']}/{c['expected']} (the service received "
                      f"{e['received_by_service']}), duplicates {c['duplicates']}")
+    lines += table_lines(r)
     if "flood" in r:
         f = r["flood"]
         c = f["responses"]
@@ -451,9 +464,8 @@ def table(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["command_flood", "estop_under_flood", "interpreter_startup_interrupt", "run",
-           "sigkill_orphans", "signal_storm",
-           "table"]
+__all__ = ["Service", "command_flood", "estop_under_flood", "interpreter_startup_interrupt",
+           "percentiles", "run", "sigkill_orphans", "signal_storm", "table"]
 
 
 if __name__ == "__main__":  # the publisher process of publish_round: a JSON job on stdin

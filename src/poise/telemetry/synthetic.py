@@ -108,8 +108,9 @@ class SyntheticLoop:
         self._subs.append(q)
         return q
 
-    def events(self, maxlen: int = 1_000) -> SampleQueue[Event]:
-        """A new queue that receives every following event."""
+    def events(self, maxlen: int = 1_000, history: bool = False) -> SampleQueue[Event]:
+        """A new queue that receives every following event (this loop keeps no history:
+        ``history`` is accepted for the controllers' signature)."""
         q: SampleQueue[Event] = SampleQueue(maxlen)
         self._event_subs.append(q)
         return q

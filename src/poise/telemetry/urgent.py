@@ -20,14 +20,16 @@ import gc
 import os
 import random
 import threading
+import time
 from collections.abc import Callable
+from typing import Any
 
 import aiomqtt
 
-from poise.controller.bus import Command, CommandResponse
+from poise.controller.bus import Command, CommandResponse, Event, SampleQueue
 from poise.telemetry import commands as cmds
 from poise.telemetry.mqtt_config import MqttConfig
-from poise.telemetry.topics import Topics, dumps
+from poise.telemetry.topics import Topics, dumps, state_dict
 
 #: Commands served on a connection of their own, so a flood on ``set/#`` never delays them.
 URGENT_TOPICS = ("estop",)
@@ -40,15 +42,37 @@ Post = Callable[[Command, Reply], None]
 
 def parse_message(name: str, message: aiomqtt.Message,
                   limits: cmds.Limits | None = None) -> Command | CommandResponse:
-    """A received ``set/<name>`` message as a checked :class:`Command`, or its refusal (a
-    retained command is never executed: it would move the arm at every reconnect)."""
-    if message.retain:
-        return CommandResponse(id="", command=name, accepted=False,
-                               reason="retained command ignored: publish commands with "
-                                      "retain=false")
+    """A received ``set/<name>`` message as a checked :class:`Command`, or its refusal. A
+    retained command is never executed (it would move the arm at every reconnect): it is
+    refused with its own id. The bridge's connection sees the retain flag of live publishes
+    too where the broker speaks MQTT 5 (retain as published)."""
     payload = message.payload
     raw = payload if isinstance(payload, bytes | bytearray) else str(payload).encode()
-    return cmds.parse(name, bytes(raw), limits or cmds.Limits())
+    parsed = cmds.parse(name, bytes(raw), limits or cmds.Limits())
+    if message.retain:
+        return CommandResponse(id=parsed.id, command=name, accepted=False,
+                               reason="retained command ignored: publish commands with "
+                                      "retain=false")
+    return parsed
+
+
+#: States published by the e-stop's connection the moment they are entered.
+LATCHED_STATES = ("estop", "fault")
+
+StatePayload = Callable[[Event], dict[str, Any]]
+
+
+def state_payload(handler: Any, device: str, broker: str) -> StatePayload:
+    """The ``$state`` document for a state event of ``handler`` (its ``target_status`` read
+    when it is published)."""
+
+    def payload(event: Event) -> dict[str, Any]:
+        target = getattr(handler, "target_status", "")
+        return state_dict(str(event.data.get("to", "")), str(event.data.get("cause", "")),
+                          t=time.time(), device=device, broker=broker,
+                          target=target if isinstance(target, str) else "")
+
+    return payload
 
 
 async def collect_abandoned_clients() -> None:
@@ -75,13 +99,21 @@ class UrgentListener:
         on_connected: told ``True``/``False`` as the connection comes and goes.
         observe: told every answer once it is given (a refusal of a malformed message too),
             e.g. to count it.
+        states: the controller's events (``controller.events(history=False)``) and the
+            ``$state`` document of a state event (:func:`state_payload`): each state of
+            :data:`LATCHED_STATES` is published retained on this connection the moment it
+            is entered (before the device has acknowledged the e-stop), so a dashboard sees
+            it at once, however many commands the other connection is behind.
     """
 
     def __init__(self, config: MqttConfig, post: Post, *, answer: Reply | None = None,
                  priority: int = 0, on_connected: Callable[[bool], None] | None = None,
-                 observe: Reply | None = None) -> None:
+                 observe: Reply | None = None,
+                 states: tuple[SampleQueue[Event], StatePayload] | None = None) -> None:
         self.config, self.topics = config, Topics(config.robot_id)
         self.post, self.priority = post, priority
+        self._states = states
+        self._quit = threading.Event()
         self._give = answer or self._publish
         self._observe = observe
         self.on_connected = on_connected
@@ -96,10 +128,26 @@ class UrgentListener:
         self._thread = threading.Thread(target=lambda: asyncio.run(self._main()),
                                         name="poise-mqtt-estop", daemon=True)
         self._thread.start()
+        if self._states is not None:
+            threading.Thread(target=self._announce, name="poise-mqtt-latched",
+                             daemon=True).start()
         self._ready.wait(5)
         return self
 
+    def _announce(self) -> None:
+        """Publish ``$state`` for every latched state the controller enters."""
+        assert self._states is not None
+        events, payload = self._states
+        while not self._quit.is_set():
+            if not events.wait(0.2):
+                continue
+            for event in events.drain():
+                if event.kind == "state" and event.data.get("to") in LATCHED_STATES:
+                    with contextlib.suppress(Exception):  # a failing provider: not us
+                        self._send(self.topics.state, dumps(payload(event)), retain=True)
+
     def stop(self, timeout: float = 5.0) -> None:
+        self._quit.set()
         if self._loop is not None and self._stopping is not None:
             with contextlib.suppress(RuntimeError):
                 self._loop.call_soon_threadsafe(self._stopping.set)
@@ -120,13 +168,16 @@ class UrgentListener:
 
     def _publish(self, response: CommandResponse) -> None:
         """Publish ``response`` on this connection (from any thread)."""
+        self._send(self.topics.response, dumps(response.as_dict()))
+
+    def _send(self, topic: str, payload: bytes, retain: bool = False) -> None:
+        """Publish (QoS 1) on this connection, from any thread; dropped if it is down."""
         loop, client = self._loop, self._client
         if loop is None or client is None:
             return
-        payload = dumps(response.as_dict())
 
         def send() -> None:
-            task = loop.create_task(client.publish(self.topics.response, payload, qos=1))
+            task = loop.create_task(client.publish(topic, payload, qos=1, retain=retain))
             task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
         with contextlib.suppress(RuntimeError):  # the loop has closed: the run is over
@@ -181,9 +232,10 @@ class UrgentListener:
         parsed = parse_message(name, message)
         if isinstance(parsed, CommandResponse):
             self.answer(parsed)
-        else:
-            self.post(parsed, self.answer)
+        else:  # applied off this loop, which publishes $state meanwhile (see states)
+            threading.Thread(target=self.post, args=(parsed, self.answer),
+                             name="poise-estop-post", daemon=True).start()
 
 
-__all__ = ["CONNECT_GRACE", "URGENT_TOPICS", "Post", "Reply", "UrgentListener",
-           "collect_abandoned_clients", "parse_message"]
+__all__ = ["CONNECT_GRACE", "LATCHED_STATES", "URGENT_TOPICS", "Post", "Reply", "StatePayload",
+           "UrgentListener", "collect_abandoned_clients", "parse_message", "state_payload"]
