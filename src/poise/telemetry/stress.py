@@ -100,7 +100,8 @@ class Service:
             c.clear("stress")
         resp = c.start("stress")
         if not resp.accepted or not c.wait_for(State.RUNNING, timeout=timeout):
-            raise RuntimeError(f"cannot start: {resp.reason}")
+            raise RuntimeError(f"cannot start: {resp.reason or 'accepted'}; state "
+                               f"{c.state.value} ({c.reason})")
 
     def close(self) -> None:
         self.controller.close()
