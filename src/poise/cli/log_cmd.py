@@ -90,7 +90,7 @@ def _f(v: Any, fmt: str = ".4g") -> str:
 def format_info(info: dict[str, Any]) -> str:
     """The human-readable ``poise log info``."""
     lines = [f"{info['path']}: " + ("complete" if info["finished"] else "TRUNCATED "
-                                    f"({info['error']})")]
+                                    f"({info['error']}); below: what comes before the damage")]
     meta = info.get("metadata", {})
     prov = meta.get("poise", {})
     if prov:
@@ -111,6 +111,8 @@ def format_info(info: dict[str, Any]) -> str:
         lines.append(f"  sequence gaps in the log: {info['missing_cycles']} cycle(s) missing"
                      + (f" in {len(info['gaps'])} gap(s), first at seq {info['gaps'][0][0]}"
                         if info["gaps"] else ""))
+    else:
+        lines.append("  no cycles")
     lines.append(_time_base_line(info.get("time_base")))
     lines.append(_controller_line(info.get("controller")))
     for key in ("lateness_us", "compute_us", "latency_us"):
@@ -132,6 +134,8 @@ def _time_base_line(base: str | None) -> str:
     """What the MCAP message times are (Foxglove's timeline shows them as they are)."""
     if base == "unix":
         return "  message times: Unix (wall clock anchored at the start)"
+    if base == "unknown":
+        return "  message times: unknown (cut short before its clock record and first message)"
     return ("  message times: host monotonic (a log from before Unix message times; "
             "Foxglove shows it near 1970 + uptime)")
 

@@ -10,13 +10,16 @@ moment — start-up, running or shutdown: disarm, close, summary. The summary's 
 the run ended in: ``stopped``, ``fault`` or ``estop``.
 
 Exit codes (:data:`EXIT_CODES`): 0 the target was reached and held at the end, 1 the run ended
-without reaching it (also: an unreachable target), 2 bad input (configuration, flags),
-3 fault (or the controller could not start), 4 e-stop.
+without reaching it (also: an unreachable target), 2 bad input (configuration, flags, a log
+path in a missing folder), 3 fault (or the controller could not start), 4 e-stop, 5 the
+experiment log failed during the run (disk full …; the run went on; fault and e-stop take
+precedence).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import pathlib
@@ -36,7 +39,10 @@ DEMO_DURATION = 10.0
 #: Events printed when the run starts (the device runs feed-forward only, ...).
 SAY_AT_START = ("feedforward_only",)
 #: ``poise run``'s exit codes.
-EXIT_CODES = {"reached": 0, "not_reached": 1, "bad_input": 2, "fault": 3, "estop": 4}
+EXIT_CODES = {"reached": 0, "not_reached": 1, "bad_input": 2, "fault": 3, "estop": 4,
+              "log_failed": 5}
+#: The default log folder (in the working directory): created when missing, unlike others.
+RUNS = pathlib.Path("runs")
 #: How often the waiting main thread looks at the stop flag and the duration [s].
 TICK = 0.05
 #: How long ``poise run`` waits for its MQTT connection before it gives up, unarmed [s].
@@ -81,7 +87,9 @@ def register(commands, groups) -> None:
     p.add_argument("--duration", type=float, metavar="S",
                    help=f"stop after S seconds, 0 < S <= 30 days (default: {DEMO_DURATION:g} "
                    "for the demo, else until Ctrl-C)")
-    p.add_argument("--log", metavar="FILE", help="experiment log file (log.path)")
+    p.add_argument("--log", metavar="FILE",
+                   help="experiment log file, in an existing folder (runs/ is created) "
+                   "(log.path)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override any key, e.g. --set limits.qa_rate=0.2 (repeatable)")
     p.add_argument("--no-mqtt", action="store_true", help="no MQTT (mqtt.enabled = false)")
@@ -170,6 +178,7 @@ def _run(args: argparse.Namespace, stop: StopFlag) -> int:
             DEMO_DURATION if demo else None)
         flags = overrides(args)
         config = load_config(args.config and resolve_config(args.config), flags)
+        _check_log(config, flags, args)
         controller, broker = _start(config, flags, stop)
     except (ConfigError, RuleError, ValueError) as exc:
         print(f"poise run: {exc}", file=sys.stderr)
@@ -219,6 +228,8 @@ def _run(args: argparse.Namespace, stop: StopFlag) -> int:
             telemetry.stop()
         if broker is not None:  # launched, never handed over (a signal during start-up)
             broker.stop()
+    if telemetry is not None and telemetry.log is not None:
+        summary["log"] = telemetry.log.report()
     if args.json_summary:
         print(json.dumps(summary, indent=1))
     else:
@@ -276,6 +287,8 @@ def exit_code(summary: dict[str, Any], refused: bool = False) -> int:
         return EXIT_CODES[state]
     if refused:
         return EXIT_CODES["fault"]
+    if not (summary.get("log") or {}).get("ok", True):
+        return EXIT_CODES["log_failed"]
     return EXIT_CODES["reached" if summary.get("reached") else "not_reached"]
 
 
@@ -313,9 +326,30 @@ def _log_path(config, args: argparse.Namespace) -> str | None:
     if config.log.path:
         return str(config.log.path)
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    path = pathlib.Path("runs") / f"{config.model.name}-{stamp}.mcap"
+    path = RUNS / f"{config.model.name}-{stamp}.mcap"
     path.parent.mkdir(parents=True, exist_ok=True)
     return str(path)
+
+
+def _check_log(config, flags: dict[str, tuple[Any, str]], args: argparse.Namespace) -> None:
+    """Refuse, before anything starts, a log path that cannot be written (its folder missing,
+    a file, read-only), as ``poise calibrate`` refuses its ``--out``: only :data:`RUNS` is
+    created.
+
+    Raises:
+        ValueError: the message names the option (``--log``, ``log.path``) and the path.
+    """
+    path = None if getattr(args, "no_log", False) else config.log.path
+    if not path:
+        return
+    from poise.cli.outpaths import check_output
+
+    if pathlib.Path(path).parent == RUNS:
+        with contextlib.suppress(OSError):  # a file named runs: check_output says so
+            RUNS.mkdir(exist_ok=True)
+    problem = check_output(path, flags.get("log.path", (None, "log.path"))[1])
+    if problem:
+        raise ValueError(f"{problem} (nothing was run)")
 
 
 def _attach_telemetry(controller, quiet: bool, log_path: str | None = None, **options):
@@ -361,6 +395,7 @@ def format_summary(s: dict[str, Any]) -> str:
         *stability_lines(s.get("params") or {}),
         *follow_lines(s),
         *move_lines(s.get("move")),
+        *log_lines(s.get("log")),
         f"cycles            {t['cycles']}  missed {t['missed']} ({t['missed_pct']} %)  "
         f"overruns {t['overruns']}",
         "timing [µs]       p50      p90      p99    p99.9      max",
@@ -453,6 +488,20 @@ def move_lines(move: dict[str, Any] | None) -> list[str]:
     if move["predicted_settle_s"] is not None:
         parts.append(f"settles {move['predicted_settle_s']:.3g} s after its start on the model")
     return [f"move              {', '.join(parts)}"]
+
+
+def log_lines(report: dict[str, Any] | None) -> list[str]:
+    """The summary's line on the experiment log (``LogWriter.report``): its path, or how it
+    failed, when, and how much of the run it does not hold."""
+    if not report:
+        return []
+    if report.get("ok", True):
+        return [f"log               {report['path']}"]
+    if "failed_after_s" not in report:
+        return [f"log               {report['path']}: FAILED ({report.get('error')})"]
+    return [f"log               {report['path']}: FAILED after {report['failed_after_s']:.1f} "
+            f"s ({report['error']}): {report['samples_logged']} cycles logged, "
+            f"{report['samples_unlogged']} not ({report['unlogged_pct']:g} % of the run)"]
 
 
 #: A setpoint round trip (p99) longer than this many loop periods is reported.

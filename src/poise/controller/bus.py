@@ -223,6 +223,14 @@ class SubscriberHub:
         with self._sub_lock:
             return list(self._history)
 
+    def announce(self, kind: str, **data: Any) -> Event:
+        """Publish an event from outside the control loop (the experiment log's failure,
+        :func:`poise.telemetry.log.controller_log`) as the controller publishes its own: into
+        the history and every event queue (MQTT's ``events``); returns it."""
+        event = Event(time.monotonic(), kind, data)
+        self._publish(event)
+        return event
+
     def _publish(self, event: Event) -> None:
         """Record ``event`` and hand it to every event subscriber."""
         with self._sub_lock:

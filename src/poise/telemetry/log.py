@@ -38,12 +38,15 @@ The writer never blocks the control cycle: its own thread drains :class:`SampleQ
 in slices of at most ``slice_`` samples with a GIL hand-off between slices, and closes an MCAP
 chunk (compressed, then flushed to the OS) every ``flush_interval`` (0.1 s). A killed process
 therefore loses at most the last ~100 ms plus whatever was still queued;
-:func:`poise.telemetry.reader.read_log` recovers everything before the damage.
+:func:`poise.telemetry.reader.read_log` recovers everything before the damage. A write that
+fails (a full disk) ends the log, never the run, and says so (:class:`LogWriter`,
+:meth:`LogWriter.report`).
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import logging
 import os
@@ -53,7 +56,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from mcap.writer import CompressionType, Writer
@@ -157,6 +160,14 @@ def event_message(ev: Event) -> tuple[str, dict[str, Any]]:
     return "/events", ev.as_dict()
 
 
+def _describe(exc: BaseException) -> str:
+    """An error in one line: ``[Errno 28] No space left on device`` for an OS error (without
+    the path, which the log's messages name), else ``Type: text``."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"[Errno {exc.errno}] {exc.strerror}" if exc.errno else exc.strerror
+    return f"{type(exc).__name__}: {exc}"
+
+
 def encode_metadata(data: Mapping[str, Any]) -> dict[str, str]:
     """MCAP metadata is str → str: every value becomes its JSON text."""
     return {str(k): json.dumps(v, default=str) for k, v in data.items()}
@@ -166,7 +177,7 @@ class LogWriter:
     """Write one run to an MCAP file from its own thread.
 
     Args:
-        path: the ``.mcap`` file (parent directories are created).
+        path: the ``.mcap`` file; its folder must exist.
         samples: the controller's sample queue (``controller.subscribe()``), or None.
         events: the controller's event queue (``controller.events()``), or None.
         metadata: records to write at the start, ``{name: {key: JSON-able value}}``
@@ -178,11 +189,20 @@ class LogWriter:
         slice_: samples encoded between two GIL hand-offs.
         model: the robot model; when drawable, ``/scene`` and ``/tf`` draw it for Foxglove.
         scene_rate_hz: most ``/scene`` messages per second of cycle time [Hz].
+        on_failure: called once, from the writer thread, with :meth:`report` when writing
+            fails mid-run (:func:`controller_log` publishes it as an event).
+
+    A write that fails (disk full, a file-size limit, an I/O error) ends the log, never the
+    run: the writer says so once (one line on the ``poise.telemetry.log`` logger), calls
+    ``on_failure``, and from then on drains its queues without writing, counting what goes
+    unlogged. The file keeps everything up to the failure (:func:`~poise.telemetry.reader.
+    read_log` reads it); :meth:`report` tells what was logged and what was not.
 
     Attributes:
         anchor: the clock anchor of the message times (Unix ns).
-        samples_written, events_written: counts so far.
+        samples_written, events_written: counts so far (handed to the MCAP writer).
         gaps: cycles missing between consecutive samples (lost before the writer saw them).
+        error: what ended the log early, or None.
     """
 
     def __init__(self, path: str | os.PathLike[str],
@@ -192,7 +212,8 @@ class LogWriter:
                  params: Mapping[str, Any] | None = None,
                  flush_interval: float = 0.1, compression: str = "zstd",
                  chunk_size: int = 1 << 20, slice_: int = 25, model: Any = None,
-                 scene_rate_hz: float = 30.0) -> None:
+                 scene_rate_hz: float = 30.0,
+                 on_failure: Callable[[dict[str, Any]], Any] | None = None) -> None:
         self.path = pathlib.Path(path)
         self.samples = samples
         self.events = events
@@ -221,6 +242,11 @@ class LogWriter:
         self.events_written = 0
         self.gaps = 0
         self._last_seq: int | None = None
+        self.on_failure = on_failure
+        self._started = 0.0  # monotonic time the writer thread began [s]
+        self._flushed = 0  # samples_written at the last flush that reached the OS
+        self._failure: dict[str, Any] | None = None
+        self._unlogged = [0, 0]  # samples, events drained without writing after a failure
 
     # -- any thread -----------------------------------------------------------------------------
     def add_metadata(self, name: str, data: Mapping[str, Any]) -> None:
@@ -233,13 +259,20 @@ class LogWriter:
                                      dict(params)))
 
     def start(self) -> LogWriter:
-        """Open the file and start the writer thread."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        """Open the file and start the writer thread.
+
+        Raises:
+            OSError: the file cannot be created (its folder is missing, not writable …) or
+                its first records cannot be written.
+        """
         self._thread = threading.Thread(target=self._run, name="poise-log", daemon=True)
         self._thread.start()
         self._ready.wait(5)
-        if self.error is not None:
-            raise self.error
+        err = self.error
+        if isinstance(err, OSError) and err.filename is None:  # a write: name the file
+            raise OSError(err.errno, err.strerror, str(self.path)) from err
+        if err is not None:
+            raise err
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -257,52 +290,132 @@ class LogWriter:
 
     # -- the writer thread ------------------------------------------------------------------------
     def _run(self) -> None:
+        self._started = time.monotonic()
         try:
             stream = self.path.open("wb")
         except OSError as exc:
             self.error = exc
             self._ready.set()
             return
-        with stream:
+        try:
             writer = Writer(stream, chunk_size=self.chunk_size, compression=self._compression)
             writer.start(profile=PROFILE, library=f"poise {poise.__version__}")
             self._channels = {}
             for topic, name, data in self._schemas():
                 sid = writer.register_schema(name, "jsonschema", data)
                 self._channels[topic] = writer.register_channel(topic, "json", sid)
+            stream.flush()
             self._ready.set()
-            last_flush = time.monotonic()
+            self._write_until_stopped(writer)
+            self._write_pending(writer)
+            writer.add_metadata("log_stats", encode_metadata({
+                "samples": self.samples_written, "events": self.events_written,
+                "gaps": self.gaps,
+                "queue_dropped": self.samples.dropped if self.samples else 0}))
+            writer.finish()
+            stream.flush()
+            self._flushed = self.samples_written
+        except Exception as exc:  # disk full, etc.: say so, keep the control loop alive
+            self.error = exc
+            if self._ready.is_set():  # mid-run: the run goes on, unlogged
+                self._failed(exc)
+                self._discard_until_stopped()
+            self._ready.set()  # at start-up: start() raises it
+        finally:
+            with contextlib.suppress(OSError):  # a full disk refuses the buffer's rest too
+                stream.close()
+
+    def _write_until_stopped(self, writer: Writer) -> None:
+        """The writer thread's loop: drain the queues in slices, close a chunk every
+        ``flush_interval``, until :meth:`stop`."""
+        last_flush = time.monotonic()
+        while True:
+            stopping = self._stop.is_set()
+            self._write_pending(writer)
+            if self.samples is not None:
+                while batch := self.samples.drain(self.slice):
+                    self._write_samples(writer, batch)
+                    time.sleep(0)  # hand the GIL over between slices
+                    if time.monotonic() - last_flush >= self.flush_interval:
+                        self._flush(writer)  # even while catching up
+                        last_flush = time.monotonic()
+            now = time.monotonic()
+            if now - last_flush >= self.flush_interval or stopping:
+                self._flush(writer)  # close the chunk, push it to the OS
+                last_flush = now
+            if stopping:
+                return
+            wait = max(0.0, self.flush_interval - (time.monotonic() - last_flush))
+            if self.samples is not None:
+                self.samples.wait(min(wait, self.flush_interval / 4))
+            else:
+                self._stop.wait(min(wait, self.flush_interval / 4))
+
+    def _flush(self, writer: Writer) -> None:
+        """Close the open chunk and hand it to the OS; what was written so far is then in
+        the file."""
+        writer.flush()
+        self._flushed = self.samples_written
+
+    def _failed(self, exc: Exception) -> None:
+        """Record a mid-run failure, say it once, tell ``on_failure``."""
+        self._failure = {"t": time.monotonic(), "unix": time.time(),
+                         "dropped": self.samples.dropped if self.samples else 0}
+        report = self.report()
+        text = (f"experiment log {self.path} failed after {report['failed_after_s']:.1f} s "
+                f"({report['error']}); the run goes on, unlogged from here "
+                f"({report['samples_logged']} cycles logged)")
+        if isinstance(exc, OSError):
+            log.error("%s", text)
+        else:  # not the disk: a bug, whose traceback is worth having
+            log.exception("%s", text)
+        if self.on_failure is not None:
             try:
-                while True:
-                    stopping = self._stop.is_set()
-                    self._write_pending(writer)
-                    if self.samples is not None:
-                        while batch := self.samples.drain(self.slice):
-                            self._write_samples(writer, batch)
-                            time.sleep(0)  # hand the GIL over between slices
-                            if time.monotonic() - last_flush >= self.flush_interval:
-                                writer.flush()  # even while catching up
-                                last_flush = time.monotonic()
-                    now = time.monotonic()
-                    if now - last_flush >= self.flush_interval or stopping:
-                        writer.flush()  # close the chunk, push it to the OS
-                        last_flush = now
-                    if stopping:
-                        break
-                    wait = max(0.0, self.flush_interval - (time.monotonic() - last_flush))
-                    if self.samples is not None:
-                        self.samples.wait(min(wait, self.flush_interval / 4))
-                    else:
-                        self._stop.wait(min(wait, self.flush_interval / 4))
-                self._write_pending(writer)
-                writer.add_metadata("log_stats", encode_metadata({
-                    "samples": self.samples_written, "events": self.events_written,
-                    "gaps": self.gaps,
-                    "queue_dropped": self.samples.dropped if self.samples else 0}))
-                writer.finish()
-            except Exception as exc:  # disk full, etc.: say so, keep the control loop alive
-                self.error = exc
-                log.exception("experiment log %s failed", self.path)
+                self.on_failure({**report, "text": text})
+            except Exception:  # telling the others must not end the counting
+                log.exception("experiment log %s: reporting its failure failed", self.path)
+
+    def _discard_until_stopped(self) -> None:
+        """After a failure: empty the queues until :meth:`stop`, counting what goes
+        unlogged, so that the controller's queues never fill."""
+        while True:
+            stopping = self._stop.is_set()
+            self._pending_meta.clear()
+            self._pending_params.clear()
+            if self.samples is not None:
+                self._unlogged[0] += len(self.samples.drain())
+            if self.events is not None:
+                self._unlogged[1] += len(self.events.drain())
+            if stopping:
+                return
+            if self.samples is not None:
+                self.samples.wait(self.flush_interval)
+            else:
+                self._stop.wait(self.flush_interval)
+
+    def report(self) -> dict[str, Any]:
+        """What the log holds: ``path``, ``ok`` (no write failed), and after a failure
+        ``error`` (what failed), ``failed_after_s`` (its time since the writer started [s]),
+        ``failed_at_unix`` [s], ``samples_logged`` (cycles flushed to the file before the
+        failure: :func:`~poise.telemetry.reader.read_log` recovers at least these),
+        ``samples_unlogged`` (the cycles after them, including those the queue dropped),
+        ``unlogged_pct`` (of all the cycles the writer was offered) and ``events_unlogged``;
+        always ``gaps``. Final once :meth:`stop` has returned."""
+        out: dict[str, Any] = {"path": str(self.path), "ok": self.error is None,
+                               "samples_logged": self._flushed, "gaps": self.gaps}
+        fail = self._failure
+        if self.error is not None:
+            out["error"] = _describe(self.error)
+        if self.error is None or fail is None:
+            return out
+        dropped = (self.samples.dropped if self.samples else 0) - fail["dropped"]
+        unlogged = self.samples_written - self._flushed + self._unlogged[0] + dropped
+        total = self._flushed + unlogged
+        out.update(failed_after_s=round(fail["t"] - self._started, 3),
+                   failed_at_unix=round(fail["unix"], 3), samples_unlogged=unlogged,
+                   unlogged_pct=round(100.0 * unlogged / total, 2) if total else 0.0,
+                   events_unlogged=self._unlogged[1])
+        return out
 
     def _write_pending(self, writer: Writer) -> None:
         while self._pending_meta:
@@ -354,6 +467,8 @@ class LogWriter:
     def _write_samples(self, writer: Writer, batch: list[CycleSample]) -> None:
         ch = self._channels
         ids = (ch["/sensors"], ch["/setpoints"], ch["/ik"], ch["/timing"])
+        # counted first: when a write fails mid-batch, the whole batch is unlogged
+        self.samples_written += len(batch)
         for s in batch:
             if self._last_seq is not None and s.seq != self._last_seq + 1:
                 self.gaps += max(0, s.seq - self._last_seq - 1)
@@ -364,7 +479,6 @@ class LogWriter:
                 writer.add_message(cid, log_time=ns, publish_time=ns, data=data, sequence=seq)
             if self._scene is not None:
                 self._draw(writer, s, ns)
-        self.samples_written += len(batch)
 
 
 def controller_log(controller: Any, path: str | os.PathLike[str] | None = None,
@@ -376,7 +490,10 @@ def controller_log(controller: Any, path: str | os.PathLike[str] | None = None,
     configuration (``config.as_dict()``), the model (``model.describe()``), the calibration
     (the calibration file's metadata and path) and, once the controller reports the handshake,
     the firmware; the model also draws the arm on ``/scene`` and ``/tf``. ``path`` defaults to
-    ``config.log.path``.
+    ``config.log.path``. If writing fails mid-run, the controller publishes it (when it can:
+    ``announce``) as the event ``fault`` with ``source = "log"``, ``code = "log_failed"``,
+    ``action = "continue"`` and :meth:`LogWriter.report`'s fields (and ``text``), which MQTT
+    forwards on ``events``.
     """
     config = getattr(controller, "config", None)
     path = path or getattr(getattr(config, "log", None), "path", None)
@@ -399,6 +516,10 @@ def controller_log(controller: Any, path: str | os.PathLike[str] | None = None,
     if hasattr(params, "as_dict"):
         params = params.as_dict()
     kwargs.setdefault("model", model)
+    announce = getattr(controller, "announce", None)
+    if callable(announce):
+        kwargs.setdefault("on_failure", lambda report: announce(
+            "fault", source="log", code="log_failed", action="continue", **report))
     writer = LogWriter(path, controller.subscribe(), controller.events(), metadata=meta,
                        params=params if isinstance(params, Mapping) else None, **kwargs)
     return writer.start()

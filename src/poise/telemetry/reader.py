@@ -69,7 +69,11 @@ class LogContents:
         return self.messages.get(name, [])
 
     def columns(self, topic: str) -> dict[str, np.ndarray]:
-        """A topic as columns: scalars become 1-D arrays, fixed-length lists 2-D (rows × k)."""
+        """A topic as columns: scalars become 1-D arrays, fixed-length lists 2-D (rows × k).
+
+        ``null`` is how the writer stores a number that is not finite, so a column of nulls
+        only (a latency never measured, a residual the model has not, or the first cycles of
+        a log cut short) is a float column of NaN, like any other number column."""
         rows = self.topic(topic)
         if not rows:
             return {}
@@ -90,6 +94,8 @@ class LogContents:
                 out[key] = np.array([np.nan if v is None else v for v in values], dtype=float)
                 if key == "seq":
                     out[key] = out[key].astype(np.int64)
+            elif first is None:
+                out[key] = np.full(len(values), np.nan)
             else:
                 out[key] = np.array(values, dtype=object)
         return out
@@ -120,11 +126,14 @@ class LogContents:
     def time_base(self) -> str:
         """What the MCAP message times are: ``"unix"`` (Unix ns, current logs) or
         ``"monotonic"`` (host monotonic ns, logs written before), per the ``clock`` record's
-        ``log_time``, else the magnitude of the first message time."""
+        ``log_time``, else the magnitude of the first message time; ``"unknown"`` for a log
+        cut short before both."""
         clock = self.metadata.get("clock") or {}
         if clock.get("log_time") == UNIX_NS:
             return "unix"
         first = next((m[0]["_log_time"] for m in self.messages.values() if m), None)
+        if first is None and not clock:
+            return "unknown"
         return "unix" if first is not None and first >= UNIX_NS_MIN else "monotonic"
 
     def unix_ns(self, log_time: int) -> int | None:
@@ -151,6 +160,17 @@ def _decode_meta(data: dict[str, str]) -> dict[str, Any]:
         except (json.JSONDecodeError, TypeError):
             out[k] = v
     return out
+
+
+def _damage(exc: Exception, f: Any) -> str:
+    """What stopped the reader: the file ending inside a record (cut short: a crash, a full
+    disk), or a record that does not decode (corruption)."""
+    what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    try:
+        cut = f.tell() >= os.fstat(f.fileno()).st_size
+    except (OSError, ValueError):
+        cut = False
+    return f"cut short: the file ends inside a record ({what})" if cut else what
 
 
 def read_log(path: str | os.PathLike[str]) -> LogContents:
@@ -195,7 +215,7 @@ def read_log(path: str | os.PathLike[str]) -> LogContents:
                     contents.finished = True
         except Exception as exc:  # truncated or corrupt tail: keep what came before
             contents.truncated = True
-            contents.error = f"{type(exc).__name__}: {exc}"
+            contents.error = _damage(exc, f)
     if not contents.finished and not contents.truncated:
         contents.truncated = True
         contents.error = contents.error or "no footer: the writer did not finish the file"
