@@ -195,7 +195,9 @@ def test_a_short_status_packet_is_a_counted_bad_read_not_a_wrong_position(dxl_si
         sample = dev.read()
         assert dxl_sim.bus.short_replies == 0  # the bus did send it
         assert dev.bus_rtt_us()["failed"] >= failed + 1
-        assert sample.qa == pytest.approx(goal, abs=5e-4)
+        # the arm may still sway by a millimetre; a CRC byte as the position's top byte is
+        # 2**24 counts (257 m of tendon) away
+        assert sample.qa == pytest.approx(goal, abs=5e-3)
         dev.disarm()
 
 
@@ -284,7 +286,7 @@ def test_watchdog_units_round_up_to_20_ms_and_refuse_beyond_2540():
 def test_armed_servos_get_the_bus_watchdog_and_a_silent_host_trips_it(dxl_sim):
     servos = [dxl_sim.bus.servo(i) for i in (1, 2)]
     with DynamixelDevice(dxl_sim.bus_path, m=2) as dev:
-        assert dev.describe().extra["bus_watchdog_ms"] == 100  # the default
+        assert dev.describe().extra["bus_watchdog_ms"] == 500  # the default
         dev.configure(watchdog_ms=2000)  # long: this test's own stalls must not trip it
         dev.arm()
         assert [s.get("Bus Watchdog") for s in servos] == [100, 100]
@@ -404,7 +406,7 @@ def test_the_documented_virtual_dynamixel_run_reaches_its_target_at_the_defaults
         summary = ctl.summary()
         faults = [(e.kind, e.data) for e in ctl.history() if e.kind == "fault"]
         assert ctl.state == State.RUNNING and summary["reached"], (summary["reason"], faults)
-        assert ctl.device.describe().extra["actuators"]["bus_watchdog_ms"] == 100
+        assert ctl.device.describe().extra["actuators"]["bus_watchdog_ms"] == 500
         assert summary["bus_rtt_us"]["count"] > 0
         # Stopped, the servos' torque goes off and the arm falls; the summary keeps what the
         # run achieved (it was taken after the fall, and said "not reached", on a busy machine).

@@ -19,7 +19,7 @@ Per control cycle the device does exactly two bus transactions:
   in for address 70.)
 * ``write()``: ONE ``GroupSyncWrite`` of Goal Position (116, 4 bytes).
 
-The servos' **Bus Watchdog** (98, unit 20 ms) is set when they are armed (default 100 ms): a
+The servos' **Bus Watchdog** (98, unit 20 ms) is set when they are armed (default 500 ms): a
 servo that receives no instruction packet for that long stops where it is and refuses goal
 values until it is cleared; the next read reports ``WATCHDOG`` and no longer ``ARMED``.
 
@@ -87,9 +87,12 @@ X_MODELS = {1000: "XH430-W350", 1010: "XH430-W210", 1020: "XM430-W350", 1030: "X
             1240: "XC330-M288", 30: "MX-28(2.0)", 311: "MX-64(2.0)", 321: "MX-106(2.0)"}
 #: Models whose control table differs (not supported).
 OTHER_TABLES = {350: "XL-320"}
-#: Bus Watchdog set at arm [ms]: 50 periods of a 500 Hz loop, 5 units of 20 ms (the virtual
-#: poise-protocol device's watchdog is 100 ms too).
-DEFAULT_WATCHDOG_MS = 100.0
+#: Bus Watchdog set at arm [ms] (25 units of 20 ms): as long as a controller's default
+#: ``limits.sensor_fault`` lets the servos be silent, so neither end gives up on the other
+#: sooner. A loop kept from running for 100-150 ms (measured on a busy 2-core machine) tripped
+#: a 100 ms watchdog in 3 of 27 runs; a position servo whose host is gone holds its last goal
+#: meanwhile, and the watchdog then stops it and locks its goals.
+DEFAULT_WATCHDOG_MS = 500.0
 
 
 def _require_sdk() -> None:
