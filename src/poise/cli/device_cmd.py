@@ -56,7 +56,8 @@ def register(commands, groups) -> None:
                      help="run the device's threads at SCHED_FIFO priority P, set once the "
                      "device has started (a controller that launches it early; refused: the "
                      "normal scheduler, said on stderr). Default: one below the inherited "
-                     "real-time priority")
+                     "real-time priority; with --protocol dynamixel one below a controller's "
+                     "default loop.priority (19), where the OS grants it")
     sim.add_argument("--cpus", type=_cpu_list, metavar="LIST",
                      help="run the device on these CPUs (comma-separated numbers), set once it "
                      "has built its plant: a controller keeps its loop's CPU apart (loop.cpu)")
@@ -114,9 +115,12 @@ def _run_dynamixel_sim(args: argparse.Namespace) -> int:
                      "dynamixel (the poise wire protocol's fault injection)")
     from poise.devices.dynamixel_sim import main
 
+    if args.cpus is not None:  # before the bus's threads start: they inherit it
+        _pin(args.cpus)
     argv = ["--model", args.model, "--sensor-rate", str(args.rate)]
     for flag, value in (("--params", args.params), ("--config", args.servos),
-                        ("--parent-pid", args.parent_pid), ("--duration", args.duration)):
+                        ("--parent-pid", args.parent_pid), ("--duration", args.duration),
+                        ("--fifo-priority", args.fifo_priority)):
         if value is not None:
             argv += [flag, str(value)]
     return main(argv)

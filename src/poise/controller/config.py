@@ -105,7 +105,8 @@ class DeviceConfig:
     timeout_ms: float | None = setting(None, "number", "Dynamixel status-packet timeout [ms] "
                                        "(default: the SDK's)", gt=0)
     retries: int = setting(1, "integer", "Dynamixel sync reads repeated after a failed one "
-                           "before it is a fault", ge=0)
+                           "before it is a bad read (answered with the previous sample)",
+                           ge=0)
 
 
 @dataclass(frozen=True)

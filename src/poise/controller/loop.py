@@ -181,6 +181,9 @@ class Controller(SubscriberHub):
         self._busy_poll = False  # loop.busy_poll, where the device supports it
         self._wire: WirePath | None = None  # loop.wire, where the device has a wire path
         self._last: dict[str, Any] = {}
+        #: ``_last`` when the run stopped: what it achieved, before the disarmed device moves
+        #: (a servo bus goes limp); None while running.
+        self._at_stop: dict[str, Any] | None = None
         self._holding = False
         self._last_frame_time = time.perf_counter()
         self._started_at: float | None = None
@@ -417,6 +420,7 @@ class Controller(SubscriberHub):
                     self._clear_estop = False
                     self._reset_pending = True
                     self._started_at = time.monotonic()
+                    self._at_stop = None
                     self._sm.to(State.RUNNING, cause)
             if late:  # it latched while arming: the device may have been armed after EStop
                 with contextlib.suppress(DeviceError):
@@ -430,6 +434,7 @@ class Controller(SubscriberHub):
             if self.state != State.RUNNING:
                 return _ok("run", f"not running (state {self.state.value})")
             self._sm.to(State.STOPPING, cause)
+            self._at_stop = dict(self._last)
             self._disarm()
             self._sm.to(State.READY, "stopped")
             return _ok("run")
@@ -1043,8 +1048,9 @@ class Controller(SubscriberHub):
 
     def summary(self) -> dict[str, Any]:
         """What the run achieved: ``reached``, ``task_error`` (measured), ``statics_residual``,
-        ``state``, ``timing`` (µs percentiles, missed cycles) and more; JSON-ready."""
-        last = self._last
+        ``state``, ``timing`` (µs percentiles, missed cycles) and more; JSON-ready. Once
+        stopped, the values are those of the run's last cycle."""
+        last = self._last if self._at_stop is None else self._at_stop
         p = self._params
         err = last.get("task_error", math.nan)
         st = self.step.stepper

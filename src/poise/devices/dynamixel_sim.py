@@ -17,7 +17,10 @@ Emulation, and where it simplifies:
   shutdown drops the whole arm;
 * goal positions are tracked by the simulator's PD law (no profile, no return delay time);
   mode 5's goal current is stored but the effort limit stays the simulator's;
-* status packets of a sync read are written in the order of the instruction's ID list.
+* status packets of a sync read are written in the order of the instruction's ID list;
+* every instruction packet addressed to a servo (its ID or the broadcast ID) feeds its Bus
+  Watchdog (98), checked at every tick; a tick more than ``LATE_PERIODS`` late (this
+  process was not running) is not counted as the host's silence.
 
 The joint-sensor board is the poise wire protocol (:class:`~poise.firmware_bridge.device.
 DeviceEndpoint` on a :class:`~poise.firmware_bridge.device.PtyDevice`) over a plant *view*
@@ -25,7 +28,9 @@ with the robot's n coordinates and no actuators, so a composite device (sensor b
 bus) measures the configuration q that the servos alone cannot.
 
 Command line (``python -m poise.devices.dynamixel_sim --model tendon_3link``) prints
-``PTY <bus path>`` and ``SENSORS <sensor board path>`` as its first two lines.
+``PTY <bus path>`` and ``SENSORS <sensor board path>`` as its first two lines; its threads run
+at ``SCHED_FIFO`` :func:`default_fifo_priority` (19) where the OS grants it
+(``--fifo-priority``).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from poise.devices.dynamixel_config import ServoConfig, servos_from_config, with_defaults
+from poise.firmware_bridge.device import LATE_PERIODS
 from poise.sim.dxl_protocol import (
     BROADCAST_ID,
     ErrorCode,
@@ -115,6 +121,12 @@ class VirtualDynamixelBus:
         rate: how often the plant is stepped and the present values refreshed [Hz].
         model_number: what the servos report at address 0.
         operating_mode: their initial Operating Mode (factory default 3; the device sets 4).
+
+    Attributes:
+        short_replies: fault injection: this many of the next status packets answering a
+            read or sync read carry ``short_by`` data bytes fewer than asked (a truncated
+            reply, or one meant for another instruction), each with a valid CRC.
+        short_by: see ``short_replies`` (default 1).
     """
 
     plant: object
@@ -122,6 +134,8 @@ class VirtualDynamixelBus:
     rate: float = 1000.0
     model_number: int = XM430_W350
     operating_mode: int = 3
+    short_replies: int = 0
+    short_by: int = 1
     lock: threading.Lock = field(default_factory=threading.Lock)
     stats: BusStats = field(default_factory=BusStats)
     path: str = ""
@@ -160,10 +174,13 @@ class VirtualDynamixelBus:
 
     # ------------------------------------------------------------------ plant coupling
 
-    def _couple(self, dt: float) -> None:
-        """Apply torque/goal to the plant, step it by ``dt`` and refresh the present values."""
+    def _couple(self, dt: float, now: float) -> None:
+        """Run the Bus Watchdogs at ``now`` [s, monotonic], apply torque/goal to the plant,
+        step it by ``dt`` [s] and refresh the present values."""
         plant = self.plant
         units = [self._units[s.id] for s in self.servos]  # type: ignore[union-attr]
+        for u in units:
+            u.check_watchdog(now)
         active = all(u.torque_on and u.get("Operating Mode") in POSITION_MODES for u in units)
         refs = tuple(s.qa(u.get("Goal Position"))
                      for s, u in zip(self.servos, units, strict=True))  # type: ignore[arg-type]
@@ -191,14 +208,19 @@ class VirtualDynamixelBus:
 
     # ------------------------------------------------------------------ packets
 
-    def handle(self, packet: Packet) -> list[bytes]:
-        """The status packets answering one instruction packet (possibly none)."""
+    def handle(self, packet: Packet, now: float | None = None) -> list[bytes]:
+        """The status packets answering one instruction packet (possibly none) that arrived
+        at ``now`` [s, monotonic; default: now]."""
         self.stats.packets += 1
         if packet.error is not None:  # a status packet on the bus: not for a servo
             self.stats.ignored += 1
             return []
         bus = self._on_bus()
         inst, pid, p = packet.instruction, packet.id, packet.params
+        t = time.monotonic() if now is None else now
+        addressed = bus.values() if pid == BROADCAST_ID else [bus[pid]] if pid in bus else []
+        for unit in addressed:  # every instruction packet feeds the Bus Watchdog
+            unit.feed(t)
         if inst == Instruction.PING:
             targets = sorted(bus) if pid == BROADCAST_ID else ([pid] if pid in bus else [])
             return [encode_status(i, bus[i].alert, bus[i].get("Model Number").to_bytes(2, "little")
@@ -211,7 +233,7 @@ class VirtualDynamixelBus:
             for i in p[4:]:
                 if i in bus:
                     error, data = bus[i].read(address, length)
-                    out.append(encode_status(i, error, data))
+                    out.append(encode_status(i, error, self._shorten(data)))
             return out
         if inst == Instruction.SYNC_WRITE:
             if pid != BROADCAST_ID or len(p) < 5:
@@ -236,7 +258,7 @@ class VirtualDynamixelBus:
             if len(p) != 4:
                 return [encode_status(pid, ErrorCode.DATA_LENGTH | unit.alert)]
             error, data = unit.read(p[0] | (p[1] << 8), p[2] | (p[3] << 8))
-            return [encode_status(pid, error, data)] if level >= 1 else []
+            return [encode_status(pid, error, self._shorten(data))] if level >= 1 else []
         if inst == Instruction.WRITE:
             if len(p) < 3:
                 return [encode_status(pid, ErrorCode.DATA_LENGTH | unit.alert)]
@@ -248,11 +270,20 @@ class VirtualDynamixelBus:
             return reply
         return [encode_status(pid, ErrorCode.INSTRUCTION | unit.alert)]
 
-    def receive(self, data: bytes) -> list[bytes]:
-        """Feed host bytes; the replies to every complete packet, in order."""
+    def _shorten(self, data: bytes) -> bytes:
+        """``data`` without its last ``short_by`` bytes while :attr:`short_replies` asks."""
+        if self.short_replies <= 0 or not data:
+            return data
+        self.short_replies -= 1
+        return data[:max(0, len(data) - self.short_by)]
+
+    def receive(self, data: bytes, now: float | None = None) -> list[bytes]:
+        """Feed host bytes that arrived at ``now`` [s, monotonic; default: now]; the replies
+        to every complete packet, in order."""
         out: list[bytes] = []
+        t = time.monotonic() if now is None else now
         for packet in self._decoder.feed(data):
-            out.extend(self.handle(packet))
+            out.extend(self.handle(packet, t))
         bus = self._on_bus()
         for pid in self._decoder.bad_crc_ids:  # the addressed servo reports the CRC error
             if pid in bus:
@@ -309,7 +340,10 @@ class VirtualDynamixelBus:
                         self._write(reply)
             now = time.monotonic()
             if now >= next_tick:
-                self._couple(period)
+                if now - next_tick > LATE_PERIODS * period:  # this process was not running
+                    for unit in self._units.values():
+                        unit.excuse(now - next_tick)
+                self._couple(period, now)
                 next_tick = max(next_tick + period, now)
 
     def _write(self, data: bytes) -> None:
@@ -382,6 +416,30 @@ def serve_dynamixel_sim(model: str, rate: float = 1000.0, **kwargs: object
     return sim.bus_path, sim.sensors_path, sim.stop
 
 
+def default_fifo_priority() -> int:
+    """The command line bus's ``SCHED_FIFO`` priority: one below a controller's default
+    ``loop.priority``, as the virtual device a controller starts itself."""
+    from poise.controller.config import LoopConfig
+
+    return max(0, LoopConfig().priority - 1)
+
+
+def _realtime(priority: int | None) -> None:
+    """``SCHED_FIFO`` at ``priority`` for this process's threads, started after it: virtual
+    servos answer as hardware does, whatever else the computer runs (a normal-scheduler bus
+    missed the 34 ms status timeout of a real-time controller on a busy 2-core machine).
+    ``None``: :func:`default_fifo_priority`, quietly the normal scheduler where refused; a
+    refusal of an explicit priority is said on stderr."""
+    from poise.firmware_bridge.lifetime import fifo
+
+    if priority == 0:
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))  # needs no privilege
+        return
+    got = fifo(default_fifo_priority() if priority is None else priority)
+    if priority is not None and "refused" in got:
+        print(f"poise-dynamixel-sim: {got['refused']}: normal scheduler", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m poise.devices.dynamixel_sim --model NAME``: prints ``PTY <path>`` and
     ``SENSORS <path>``, then serves until SIGTERM / Ctrl-C / ``--duration``."""
@@ -400,7 +458,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--parent-pid", type=int, metavar="PID",
                     help="exit when process PID dies")
     ap.add_argument("--duration", type=float, metavar="S", help="stop after S seconds")
+    ap.add_argument("--fifo-priority", type=int, metavar="P",
+                    help="SCHED_FIFO priority of the bus's threads (0: the normal scheduler; "
+                    f"default {default_fifo_priority()}, one below a controller's default "
+                    "loop.priority, where the OS grants it)")
     args = ap.parse_args(argv)
+    _realtime(args.fifo_priority)
     servos = None
     try:
         if args.config:
@@ -438,5 +501,5 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["DynamixelSim", "JointSensorView", "VirtualDynamixelBus", "main",
-           "serve_dynamixel_sim", "start_dynamixel_sim"]
+__all__ = ["DynamixelSim", "JointSensorView", "VirtualDynamixelBus", "default_fifo_priority",
+           "main", "serve_dynamixel_sim", "start_dynamixel_sim"]

@@ -8,6 +8,19 @@ addresses their Indirect Address items (168 …) point at, and a non-zero Hardwa
 sets the alert bit of every status packet and keeps the torque off. Each refusal returns the
 servo's error code (:class:`~poise.sim.dxl_protocol.ErrorCode`).
 
+Position Control Mode (3) takes goals within Min/Max Position Limit (52/48) only: a Goal
+Position beyond them is refused with a Data Limit error (Protocol 2.0 error 6, "the data to
+be written is outside the Limit value") and the goal stays; the multi-turn modes (4, 5) ignore
+the limits.
+
+Bus Watchdog (98, unit 20 ms; e-Manual): while the torque is on and its value is 1 … 127, a
+servo that receives no instruction packet for value × 20 ms stops: the torque stays on and it
+holds where it is (Goal Position := Present Position), the item reads −1 (0xFF), and the goal
+values (Goal Current 102, Goal Position 116) are refused with a Data Range error until 0 is
+written to it (which clears the error; another value is refused while it is set). The owner
+calls :meth:`XServo.feed` for every instruction packet addressed to the servo and
+:meth:`XServo.check_watchdog` as its clock runs.
+
 The items emulated (address, size in bytes, access, default) are those of the XM430-W350
 e-Manual page that poise uses (:data:`ITEMS`); other addresses answer an access error. What the
 motor does is up to the owner (the virtual bus steps a plant and writes the present values
@@ -32,6 +45,13 @@ OPERATING_MODES = (0, 1, 3, 4, 5, 16)
 INDIRECT_ADDRESS, INDIRECT_DATA, INDIRECT_COUNT = 168, 224, 28
 #: Last EEPROM address + 1: these items are locked while the torque is on.
 EEPROM_END = 64
+#: Position Control Mode: the goal is bounded by Min/Max Position Limit.
+POSITION_MODE = 3
+#: Bus Watchdog: unit [s], and what it reads once tripped.
+WATCHDOG_UNIT_S, WATCHDOG_TRIPPED = 0.020, -1
+#: Goal values that a tripped Bus Watchdog locks (the e-Manual also names Goal PWM and Goal
+#: Velocity, not emulated).
+GOAL_ITEMS = ("Goal Current", "Goal Position")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +99,7 @@ ITEMS: tuple[Item, ...] = (
     Item("LED", 65, 1, True, 0, allowed=_range(0, 1)),
     Item("Status Return Level", 68, 1, True, 2, allowed=_range(0, 2)),
     Item("Hardware Error Status", 70, 1, False, 0),
+    Item("Bus Watchdog", 98, 1, True, 0, signed=True, allowed=_range(0, 127)),
     Item("Goal Current", 102, 2, True, 0, signed=True),
     Item("Goal Position", 116, 4, True, 0, signed=True,
          allowed=_range(-1_048_575, 1_048_575)),
@@ -125,6 +146,7 @@ class XServo:
         self.set("ID", servo_id)
         self.set("Operating Mode", operating_mode)
         self.responsive = True
+        self._fed: float | None = None  # when the last instruction packet came [s]
 
     # ------------------------------------------------------------------ values by name
 
@@ -165,6 +187,35 @@ class XServo:
         self.set("Present Current", max(-(2**15), min(2**15 - 1, current)))
         self.set("Moving", int(moving))
 
+    # ------------------------------------------------------------------ bus watchdog
+
+    def feed(self, now: float) -> None:
+        """An instruction packet for this servo arrived at ``now`` [s]."""
+        self._fed = now
+
+    def excuse(self, seconds: float) -> None:
+        """The emulation itself did not run for ``seconds`` [s] (its process was not
+        scheduled): that time is not the host's silence."""
+        if self._fed is not None and seconds > 0:
+            self._fed += seconds
+
+    @property
+    def watchdog_tripped(self) -> bool:
+        return self.get("Bus Watchdog") == WATCHDOG_TRIPPED
+
+    def check_watchdog(self, now: float) -> bool:
+        """At ``now`` [s]: trip the Bus Watchdog if it is armed (value 1 … 127, torque on)
+        and no instruction packet came for value × 20 ms: hold where it is and read −1.
+        Returns whether it tripped now."""
+        value = self.get("Bus Watchdog")
+        if value <= 0 or not self.torque_on or self._fed is None:
+            return False
+        if now - self._fed <= value * WATCHDOG_UNIT_S:
+            return False
+        self.set("Goal Position", self.get("Present Position"))
+        self.set("Bus Watchdog", WATCHDOG_TRIPPED)
+        return True
+
     def reboot(self) -> None:
         """The Reboot instruction: clears the hardware error and the torque; RAM to defaults
         (goal values, indirect addresses), EEPROM kept."""
@@ -175,6 +226,24 @@ class XServo:
         self.set("Hardware Error Status", 0)
 
     # ------------------------------------------------------------------ instructions
+
+    def _refusal(self, item: Item, value: int, staged: bytearray) -> int:
+        """The error code refusing ``value`` for ``item`` (0: accepted); ``staged``: the
+        table as the write would leave it."""
+        if item.allowed is not None and not item.allowed(value):
+            return ErrorCode.DATA_RANGE
+        if item.name == "Torque Enable" and value == 1 and self.hardware_error:
+            return ErrorCode.RESULT_FAIL
+        if self.watchdog_tripped and (item.name in GOAL_ITEMS
+                                      or (item.name == "Bus Watchdog" and value != 0)):
+            return ErrorCode.DATA_RANGE
+        if item.name == "Goal Position" and self.get("Operating Mode") == POSITION_MODE:
+            lo, hi = (int.from_bytes(staged[a:a + 4], "little", signed=True)
+                      for a in (BY_NAME["Min Position Limit"].address,
+                                BY_NAME["Max Position Limit"].address))
+            if not lo <= value <= hi:
+                return ErrorCode.DATA_LIMIT
+        return 0
 
     @property
     def alert(self) -> int:
@@ -217,10 +286,9 @@ class XServo:
             if item.address < EEPROM_END and self.torque_on:
                 return ErrorCode.ACCESS | self.alert
             value = int.from_bytes(staged[span.start:span.stop], "little", signed=item.signed)
-            if item.allowed is not None and not item.allowed(value):
-                return ErrorCode.DATA_RANGE | self.alert
-            if item.name == "Torque Enable" and value == 1 and self.hardware_error:
-                return ErrorCode.RESULT_FAIL | self.alert
+            error = self._refusal(item, value, staged)
+            if error:
+                return error | self.alert
         torque_was_on = self.torque_on
         self.table[:] = staged
         if not torque_was_on and self.torque_on:
@@ -229,5 +297,6 @@ class XServo:
         return self.alert
 
 
-__all__ = ["BY_NAME", "EEPROM_END", "INDIRECT_ADDRESS", "INDIRECT_COUNT", "INDIRECT_DATA",
-           "ITEMS", "OPERATING_MODES", "TABLE_SIZE", "XM430_W350", "Item", "XServo"]
+__all__ = ["BY_NAME", "EEPROM_END", "GOAL_ITEMS", "INDIRECT_ADDRESS", "INDIRECT_COUNT",
+           "INDIRECT_DATA", "ITEMS", "OPERATING_MODES", "POSITION_MODE", "TABLE_SIZE",
+           "WATCHDOG_TRIPPED", "WATCHDOG_UNIT_S", "XM430_W350", "Item", "XServo"]
