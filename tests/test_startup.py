@@ -242,3 +242,9 @@ def test_the_startup_benchmark_measures_each_phase_from_the_runs_own_log():
     assert result["stats"]["total"]["median"] == run["total"]
     assert result["goal_met"] == (run["total"] <= startup.GOAL_S)
     assert f"{run['total']:.3f}" in startup.table(result)
+    # the run's first line (what starts) was read as it came, before the controller ran
+    assert 0 < run["first_line"] < run["total"]
+    assert result["first_line_goal_met"] == (run["first_line"] <= startup.FIRST_LINE_GOAL_S)
+    assert f"{run['first_line']:.3f}" in startup.table(result)
+    with pytest.raises(ValueError, match="--quiet"):
+        startup.run(["--quiet"], runs=1)

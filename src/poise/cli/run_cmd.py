@@ -26,6 +26,7 @@ import pathlib
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from poise.controller.rules import ALGORITHMS, MODES
@@ -167,19 +168,29 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, stop: StopFlag) -> int:
     """The run; ``stop`` becomes true on SIGINT/SIGTERM (polled, never a handler's work)."""
+    from poise.cli.compiling import CompileView
     from poise.controller.config import ConfigError, load_config
     from poise.controller.rtproc import StartupCancelled
     from poise.controller.rules import RuleError, check_duration
     from poise.examples import resolve_config
 
     demo = args.config is None and args.model is None and args.device is None
+    compiling = CompileView("poise run", quiet=args.quiet)  # a first start's compile
     try:
         duration = check_duration(args.duration) if args.duration is not None else (
             DEMO_DURATION if demo else None)
         flags = overrides(args)
         config = load_config(args.config and resolve_config(args.config), flags)
         _check_log(config, flags, args)
-        controller, broker = _start(config, flags, stop)
+        if not args.quiet:  # the first line, at once: what starts
+            print(f"poise run: {config.model.name}, {config.algorithm.name}, mode "
+                  f"{config.loop.mode}, {config.loop.rate:g} Hz, device "
+                  f"{_device_text(config.device)}"
+                  + (f", {duration:g} s" if duration else ", Ctrl-C to stop"), file=sys.stderr)
+        try:
+            controller, broker = _start(config, flags, stop, compiling)
+        finally:
+            compiling.close()  # a bar cleared before anything else is said
     except (ConfigError, RuleError, ValueError) as exc:
         print(f"poise run: {exc}", file=sys.stderr)
         return EXIT_CODES["bad_input"]
@@ -196,11 +207,6 @@ def _run(args: argparse.Namespace, stop: StopFlag) -> int:
                                           foxglove=args.foxglove,
                                           joint_states=args.joint_states, broker=broker)
             broker = None  # the telemetry's now
-        if not args.quiet:
-            print(f"poise run: {config.model.name}, {config.algorithm.name}, mode "
-                  f"{config.loop.mode}, {config.loop.rate:g} Hz, device "
-                  f"{_device_text(config.device)}"
-                  + (f", {duration:g} s" if duration else ", Ctrl-C to stop"), file=sys.stderr)
         channel = _command_channel(telemetry, stop)
         if channel:
             print(f"poise run: {channel}", file=sys.stderr)
@@ -237,13 +243,15 @@ def _run(args: argparse.Namespace, stop: StopFlag) -> int:
     return exit_code(summary, refused)
 
 
-def _start(config: Any, flags: dict[str, tuple[Any, str]], stop: StopFlag) -> tuple[Any, Any]:
+def _start(config: Any, flags: dict[str, tuple[Any, str]], stop: StopFlag,
+           progress: Callable[[Any], Any]) -> tuple[Any, Any]:
     """The controller, and the embedded broker launched (not yet waited for) if MQTT needs
     one. While the real-time process starts (imports, kernels, its virtual device), the
     broker starts and the telemetry modules load: none of them waits for another (issue
     12: start-up to running). The gains are checked against the stability bound in the
     real-time process, which has every module loaded (a refusal is a ``ConfigError``).
-    Nothing is left running if this raises."""
+    ``progress`` hears of each step of a first start's compile (:class:`~poise.cli.
+    compiling.CompileView`). Nothing is left running if this raises."""
     from poise.controller.rtproc import make_controller
     from poise.telemetry.broker import EmbeddedBroker, embedded_broker_needed
 
@@ -252,7 +260,7 @@ def _start(config: Any, flags: dict[str, tuple[Any, str]], stop: StopFlag) -> tu
                      name="poise-preload", daemon=True).start()
     try:
         return make_controller(config, cancelled=lambda: bool(stop), check_gains=True,
-                               origins=flags), broker
+                               origins=flags, progress=progress), broker
     except BaseException:
         if broker is not None:
             broker.stop()

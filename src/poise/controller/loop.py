@@ -67,12 +67,15 @@ from poise.controller.planner import TargetPlan, UnstableTarget
 from poise.controller.reference import choose_move, predicts
 from poise.controller.safety import SafetyLimits
 from poise.controller.state import LATCHED, State, StateMachine
-from poise.controller.step import ControlStep, StepFault, stepper_factory
+from poise.controller.step import ControlStep, StepFault, compiled_factory, kernel_pack
+from poise.controller.stepper import make_stepper
 from poise.controller.timing import TimingStats
 
 if TYPE_CHECKING:
     from poise.controller.simdevice import SimDevice
     from poise.controller.wirepath import WirePath
+    from poise.kernels.packed import PackedModel
+    from poise.kernels.warmup import WarmUpProgress, WarmUpStep
     from poise.kernels.wire import WireBuffers
 
     #: What the wire path prepares before a read: parameters, stepper, buffers, sequence no.
@@ -330,31 +333,75 @@ class Controller(SubscriberHub):
 
         return wire_path(self.device, self.step.effort_feedforward)
 
-    def prepare_kernels(self) -> None:
-        """Compile (or load from the cache) the cycle's kernels, once per controller, before
+    def prepare_kernels(self, progress: WarmUpProgress | None = None) -> None:
+        """Compile (or load from the cache) the run's kernels, once per controller, before
         the device is opened (:meth:`connect` calls it; the real-time process calls it as
-        soon as it is built, while its parent attaches telemetry): no cycle ever compiles.
-        A virtual device this controller starts itself finds its simulator's kernels in the
-        cache (warmed here too); one launched early compiles or loads its own meanwhile.
+        soon as it is built): no cycle ever compiles, and no compile runs while the device
+        is armed. The steps are :meth:`kernel_steps`; ``progress`` hears of each as it
+        starts (:class:`~poise.kernels.warmup.KernelProgress`: ``poise run`` shows a first
+        start's compile with it). Once all are done the cache is marked as holding this
+        model family's kernels (:func:`poise.kernels.cache.mark_prepared`).
         Thread-safe: a second caller waits for the first."""
+        from poise.kernels.cache import mark_prepared
+        from poise.kernels.warmup import cache_dir, run_steps
+
         with self._kernel_lock:
             if self._kernels_ready:
                 return
-            cfg = self.config.device
-            simulator = cfg.port == "sim" and cfg.protocol == "poise" and self._launched is None
-            factory, report = stepper_factory(self.model, self.config.loop.compiled,
-                                              dynamics=simulator)
-            self.step.stepper_factory = factory
-            if report is not None and predicts(self.model, self.config):
-                # the plans' model predictions step its dynamics: loaded now, not while
-                # the loop runs beside a target's planning (in this process: the GIL)
+            packed = kernel_pack(self.model, self.config.loop.compiled)
+            report = run_steps(self.model.name, self.kernel_steps(packed), progress=progress,
+                               cached=self.kernels_cached())
+            mark_prepared(cache_dir(), self._kernel_key())
+            self.step.stepper_factory = make_stepper if packed is None else \
+                compiled_factory(self.model, packed)
+            self._kernels_ready = True
+        if packed is not None:
+            self._event("info", code="kernels_ready", seconds=round(report.seconds, 3),
+                        text=report.summary())
+
+    def kernel_steps(self, packed: PackedModel | None) -> list[WarmUpStep]:
+        """What :meth:`prepare_kernels` compiles or loads: the timing statistics' percentiles
+        (:meth:`TimingStats.summary`, which the status calls), then with compiled kernels
+        (``packed``) the cycle's and the planner's (:func:`~poise.kernels.warmup.
+        warm_up_steps`, the cycle only) and the simulated plant's
+        (:class:`~poise.sim.compiled.CompiledPlant`) where plans predict the model's
+        response or this controller starts its virtual device itself (which then finds them
+        in the cache; one launched early, :mod:`poise.controller.rtboot`, compiles or loads
+        its own meanwhile)."""
+        todo: list[WarmUpStep] = [("timing percentiles", self.timing_stats.summary)]
+        if packed is None:
+            return todo
+        from poise.kernels.warmup import warm_up_steps
+
+        cfg = self.config.device
+        simulator = cfg.port == "sim" and cfg.protocol == "poise" and self._launched is None
+        todo += warm_up_steps(packed, dynamics=simulator, stepwise=False)
+        if simulator or predicts(self.model, self.config):
+            # the plans' model predictions step its dynamics: loaded now, not while the
+            # loop runs beside a target's planning (in this process: the GIL)
+            def plant() -> None:
                 from poise.sim.compiled import CompiledPlant
 
                 CompiledPlant(self.model)
-            self._kernels_ready = True
-        if report is not None:
-            self._event("info", code="kernels_ready", seconds=round(report.seconds, 3),
-                        text=report.summary())
+
+            todo.append(("simulated plant", plant))
+        return todo
+
+    def kernels_cached(self) -> bool:
+        """Whether :meth:`prepare_kernels` will load from Numba's cache (this model family's
+        kernels were prepared before from the same sources) rather than compile."""
+        from poise.kernels.cache import prepared
+        from poise.kernels.warmup import cache_dir
+
+        return prepared(cache_dir(), self._kernel_key())
+
+    def _kernel_key(self) -> str:
+        """The cache mark's key: the model family with compiled kernels, else
+        ``reference``."""
+        from poise.kernels import has_kernels
+
+        compiled = self.config.loop.compiled and has_kernels(self.model)
+        return str(self.model.family) if compiled else "reference"
 
     def _check_device(self, info: DeviceInfo) -> None:
         n_q, n_a = info.n_q, info.n_a

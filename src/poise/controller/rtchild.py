@@ -79,8 +79,9 @@ class _Child:
                     (self.pump, "poise-rt-pump"))]
         for t in threads:
             t.start()
-        # the kernels load (or compile) now, while the parent attaches its telemetry; the
-        # first connect waits for them. A failure here is connect's to report (it retries).
+        # the kernels load now from the cache (a first start compiled them before the
+        # hello), while the parent attaches its telemetry; the first connect waits for them.
+        # A failure here is connect's to report (it retries).
         with contextlib.suppress(Exception):
             self.ctl.prepare_kernels()
         gc.collect()
@@ -283,10 +284,15 @@ def child_main(config: Config, ring_name: str, down: connection.Connection,
         with contextlib.suppress(OSError, ValueError):
             up.send(("fatal", type(exc).__name__, str(exc)))
         return
-    # built: the parent's start-up timeout stops here (the check may compile its kernels, a
-    # minute or more on a first start on a slow computer)
+    # built: the parent's start-up timeout stops here (a first start compiles the kernels
+    # next, a minute or more on a slow computer)
     with contextlib.suppress(OSError, ValueError):
         up.send(("built",))
+    if not ctl.kernels_cached():
+        # a first start: compile before the gain check (which needs the solvers) and the
+        # hello, the parent showing each step ("progress"); a failure is connect's to report
+        with contextlib.suppress(Exception):
+            ctl.prepare_kernels(progress=lambda p: _tell(up, ("progress", p)))
     try:
         if gain_origins is not None:
             from poise.controller.params import check_configured_gains
@@ -313,6 +319,13 @@ def child_main(config: Config, ring_name: str, down: connection.Connection,
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+def _tell(up: connection.Connection, message: tuple[Any, ...]) -> None:
+    """``message`` to the parent from the main thread before the child serves (no other
+    thread writes the pipe yet); nothing when the parent is gone."""
+    with contextlib.suppress(OSError, ValueError):
+        up.send(message)
 
 
 def plain(v: Any) -> Any:

@@ -151,6 +151,10 @@ class RealtimeController(SubscriberHub):
             :class:`ConfigError`. ``origins``: the command-line
             overrides, so that the message names the flag (see
             :func:`~poise.controller.params.check_configured_gains`).
+        progress: called (in a thread of this object) with each step of a first start's
+            compile, which the child runs before it reports itself started
+            (:class:`~poise.kernels.warmup.KernelProgress`; a start from the cache reports
+            nothing).
 
     Raises:
         ConfigError: the child's controller refused the configuration.
@@ -160,8 +164,10 @@ class RealtimeController(SubscriberHub):
     def __init__(self, config: Config, *, capacity: int = DEFAULT_CAPACITY,
                  startup_timeout: float = 120.0,
                  cancelled: Callable[[], bool] | None = None,
-                 check_gains: bool = False, origins: GainOrigins | None = None) -> None:
+                 check_gains: bool = False, origins: GainOrigins | None = None,
+                 progress: Callable[[Any], Any] | None = None) -> None:
         self.config = config
+        self._progress = progress
         self.model_info = build_model(config.model)
         self.model = self.model_info.model
         #: The robot's reach [m] (as ``Controller.reach``).
@@ -680,6 +686,9 @@ class RealtimeController(SubscriberHub):
             self._fatal = (msg[1], msg[2])
         elif kind == "estops":
             self._estops = msg[1]
+        elif kind == "progress" and self._progress is not None:
+            with contextlib.suppress(Exception):  # the owner's callback must not stop us
+                self._progress(msg[1])
         elif kind == "ev":
             for ev in msg[1]:
                 self._on_event(ev)
@@ -779,12 +788,13 @@ class RealtimeController(SubscriberHub):
 
 
 def make_controller(config: Config, cancelled: Callable[[], bool] | None = None, *,
-                    check_gains: bool = False,
-                    origins: GainOrigins | None = None) -> Any:
+                    check_gains: bool = False, origins: GainOrigins | None = None,
+                    progress: Callable[[Any], Any] | None = None) -> Any:
     """The controller ``config`` asks for: a :class:`RealtimeController` (its own process,
     ``[loop] process = "own"``) or an in-process :class:`~poise.controller.loop.Controller`
-    (``"shared"``); both have the same API. ``cancelled``, ``check_gains``, ``origins``:
-    see :class:`RealtimeController` (the in-process controller's gains are checked here).
+    (``"shared"``); both have the same API. ``cancelled``, ``check_gains``, ``origins``,
+    ``progress``: see :class:`RealtimeController` (the in-process controller prepares its
+    kernels and checks its gains here).
 
     Raises:
         ConfigError: the configuration refused (with ``check_gains``: a gain at or above
@@ -792,11 +802,13 @@ def make_controller(config: Config, cancelled: Callable[[], bool] | None = None,
     """
     if config.loop.process == "own":
         return RealtimeController(config, cancelled=cancelled, check_gains=check_gains,
-                                  origins=origins)
+                                  origins=origins, progress=progress)
     from poise.controller.loop import Controller
     from poise.controller.params import check_configured_gains
 
     ctl = Controller(config)
+    with contextlib.suppress(Exception):  # a failure is connect's to report (it retries)
+        ctl.prepare_kernels(progress=progress)
     if check_gains:
         check_configured_gains(config, ctl.model, origins=origins)
     return ctl

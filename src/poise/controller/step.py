@@ -32,6 +32,7 @@ from poise.controller.stepper import Stepper, make_stepper
 from poise.models.base import FloatArray, MechanicalModel
 
 if TYPE_CHECKING:
+    from poise.kernels.packed import PackedModel
     from poise.kernels.warmup import WarmUpReport
     from poise.kernels.wire import WireBuffers
 
@@ -45,14 +46,30 @@ def stepper_factory(model: MechanicalModel, compiled: bool = True, *, dynamics: 
     makes compiled steppers (:mod:`poise.kernels.steppers`). Otherwise: the numpy reference
     steppers and no report. ``dynamics``: also the simulator's right-hand side.
     """
-    if not compiled:
+    packed = kernel_pack(model, compiled)
+    if packed is None:
         return make_stepper, None
-    from poise.kernels import has_kernels, make_compiled_stepper, pack, warm_up
+    from poise.kernels import warm_up
 
-    if not has_kernels(model):
-        return make_stepper, None
-    packed = pack(model)
     report = warm_up(packed, dynamics=dynamics, stepwise=False)  # ControlStep: cycle only
+    return compiled_factory(model, packed), report
+
+
+def kernel_pack(model: MechanicalModel, compiled: bool = True) -> PackedModel | None:
+    """``model`` packed for the kernels (:func:`poise.kernels.pack`) when ``compiled`` and
+    its family has kernels; else None (the numpy reference steppers)."""
+    if not compiled:
+        return None
+    from poise.kernels import has_kernels, pack
+
+    return pack(model) if has_kernels(model) else None
+
+
+def compiled_factory(model: MechanicalModel, packed: PackedModel
+                     ) -> Callable[[str, MechanicalModel], Stepper]:
+    """A stepper factory making compiled steppers for ``model`` (``packed``; its kernels
+    warmed up first) and the numpy reference for any other model (a calibration's)."""
+    from poise.kernels import make_compiled_stepper
 
     def make(name: str, m: MechanicalModel) -> Stepper:
         if m is not model:  # a model replaced since (a calibration): the reference
@@ -60,7 +77,7 @@ def stepper_factory(model: MechanicalModel, compiled: bool = True, *, dynamics: 
         stepper = make_compiled_stepper(name, m, packed)
         return stepper if stepper is not None else make_stepper(name, m)  # type: ignore[return-value]
 
-    return make, report
+    return make
 
 
 #: Anti-windup in feedback: an actuator lagging its setpoint by more than this fraction of its

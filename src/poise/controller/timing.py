@@ -38,11 +38,16 @@ QUANTITIES = ("period_us", "lateness_us", "compute_us", "latency_us")
 _QS = np.array(list(PERCENTILES.values()))
 
 
-@numba.njit("float64[:, :](float64[:, :], float64[:])", nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True)
 def ring_percentiles(ring: np.ndarray, qs: np.ndarray) -> np.ndarray:
     """Percentiles ``qs`` [%, ascending] of the non-NaN values of each row of ``ring``
     (rows, size), linearly interpolated between order statistics as ``numpy.percentile``
     does; a row with no values gives NaN.
+
+    Compiled (or loaded from Numba's cache) at its first call, which the controller makes in
+    its kernels' warm-up (:meth:`~poise.controller.loop.Controller.prepare_kernels`, with
+    :meth:`TimingStats.summary`), not on import: a first start reports that compile as it
+    goes (a third of a minute on the 2-core machine).
 
     Runs without the GIL: the loop thread may write the ring meanwhile (a value being
     replaced is read as its old or new value: x86-64 and aarch64 store aligned float64

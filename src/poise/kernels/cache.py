@@ -13,19 +13,29 @@ Compiled code outside this package that calls these kernels (``poise.ik.continuu
 calls :mod:`poise.kernels.linalg`) has the same gap: such a module calls
 ``ensure_fresh(dispatchers([its module]))`` right after its definitions, which keeps a stamp of
 this package's sources next to *its* cache and drops its cached kernels when they change.
+
+Whether a start will compile is known before it does: a run that prepared a model family's
+kernels leaves a mark next to the cache (:func:`mark_prepared`, ``poise_prepared.<family>``,
+holding the sources' stamp and the Numba and Python versions), so that ``poise run`` can say at
+once that a first start compiles, and for about how long (:func:`prepared`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import pathlib
+import sys
 from collections.abc import Iterable
 from types import ModuleType
 
+import numba
 from numba.core.dispatcher import Dispatcher
 
 PACKAGE_DIR = pathlib.Path(__file__).parent
 STAMP_NAME = "poise_kernels.stamp"
+#: Prefix of the marks of prepared kernels (:func:`mark_prepared`), one file per key.
+PREPARED_PREFIX = "poise_prepared."
 
 
 def source_stamp() -> str:
@@ -86,3 +96,28 @@ def refresh(directory: pathlib.Path, stamp: str, stems: set[str]) -> list[pathli
     except OSError:
         pass  # a read-only cache: Numba does not write there either
     return removed
+
+
+def prepared_stamp() -> str:
+    """What a mark of prepared kernels holds: the kernel sources' stamp and the Numba and
+    Python versions (a change of any of them makes Numba compile again)."""
+    return (f"{source_stamp()} numba {numba.__version__} "
+            f"python {sys.version_info[0]}.{sys.version_info[1]}")
+
+
+def prepared(directory: pathlib.Path, key: str) -> bool:
+    """Whether the kernels of ``key`` (a model family) were prepared in ``directory`` from
+    the current sources (:func:`mark_prepared`): then they load from the cache instead of
+    compiling."""
+    try:
+        return (directory / f"{PREPARED_PREFIX}{key}").read_text() == prepared_stamp()
+    except OSError:
+        return False
+
+
+def mark_prepared(directory: pathlib.Path, key: str) -> None:
+    """Note in ``directory`` that the kernels of ``key`` are compiled and cached (after a
+    warm-up that completed); nothing when the directory is read-only (no cache there
+    either)."""
+    with contextlib.suppress(OSError):
+        (directory / f"{PREPARED_PREFIX}{key}").write_text(prepared_stamp())
