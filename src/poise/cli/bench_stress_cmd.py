@@ -23,6 +23,10 @@ def register(commands, groups) -> None:
                    "on one connection (0: skip)")
     p.add_argument("--retained", type=int, default=20, metavar="N",
                    help="commands published retained while running (0: skip)")
+    p.add_argument("--disk-full", type=int, default=3, metavar="N",
+                   help="runs of poise run whose log hits a full file system (0: skip)")
+    p.add_argument("--truncate", type=int, default=50, metavar="N",
+                   help="offsets a real log is cut at and read back (0: skip)")
     p.add_argument("--priority", type=int, default=None, metavar="P",
                    help="the service's loop.priority (SCHED_FIFO where the OS grants it; 0: "
                    "the normal scheduler; default: the configuration's, 20)")
@@ -35,5 +39,6 @@ def run(args: argparse.Namespace) -> int:
 
     result = stress.run(args.mqtt, rounds=args.rounds, flood=args.flood,
                         signals=args.signals, kills=args.kills, priority=args.priority,
-                        behind=args.behind, retained=args.retained)
+                        behind=args.behind, retained=args.retained,
+                        disk_full=args.disk_full, truncate=args.truncate)
     return emit(result, stress.table(result), args.json)

@@ -395,12 +395,13 @@ def sigkill_orphans(runs: int = 20) -> dict[str, Any]:
 
 def run(url: str | None = None, *, rounds: int = 10, flood: int = 2000, signals: int = 100,
         kills: int = 20, priority: int | None = None, behind: int = 100,
-        retained: int = 20) -> dict[str, Any]:
+        retained: int = 20, disk_full: int = 3, truncate: int = 50) -> dict[str, Any]:
     """Every measurement (0 skips one); JSON-ready. ``priority``: the service's
     ``loop.priority`` (SCHED_FIFO where granted; 0: the normal scheduler; None: the
     configuration's default). ``behind``, ``retained``: see
-    :mod:`poise.telemetry.stress_estop`."""
-    from poise.telemetry import stress_estop
+    :mod:`poise.telemetry.stress_estop`; ``disk_full``, ``truncate``: see
+    :mod:`poise.telemetry.stress_logs`."""
+    from poise.telemetry import stress_estop, stress_logs
 
     out: dict[str, Any] = {"machine": {"cpus": os.cpu_count(),
                                        "load": list(os.getloadavg())}, "priority": priority}
@@ -415,6 +416,10 @@ def run(url: str | None = None, *, rounds: int = 10, flood: int = 2000, signals:
             out["retained"] = stress_estop.retained_live(u, retained, priority=priority)
         if flood:
             out["flood"] = command_flood(u, flood, priority=priority)
+        if disk_full:
+            out["disk_full"] = stress_logs.disk_full(disk_full, u)
+    if truncate:
+        out["truncated"] = stress_logs.truncated_logs(truncate)
     if signals:
         out["signals"] = signal_storm(signals)
     if kills:
@@ -440,6 +445,15 @@ def table(r: dict[str, Any]) -> str:
                      f"{c['answered']}/{c['expected']} (the service received "
                      f"{e['received_by_service']}), duplicates {c['duplicates']}")
     lines += table_lines(r)
+    if "disk_full" in r:
+        d = r["disk_full"]
+        lines.append(f"log on a full file system: {d['as_expected']}/{d['runs']} runs went on, "
+                     f"said so (event, summary, exit {d['exit_codes']}), tracebacks "
+                     f"{d['tracebacks']}")
+    if "truncated" in r:
+        t = r["truncated"]
+        lines.append(f"a log cut at {t['offsets']} offsets: {t['readable']} readable, "
+                     f"{t['said_truncated']} said truncated, cycles monotone {t['monotone']}")
     if "flood" in r:
         f = r["flood"]
         c = f["responses"]
