@@ -210,3 +210,50 @@ def test_a_virtual_device_runs_one_priority_below_the_controller_that_started_it
     said = " ".join(out[1:-3])
     assert said == f"SCHED_FIFO {inherited} -> " + (str(after) if after else "normal scheduler")
     assert out[-3:] == [str(after), str(after), "True"], out  # and its threads inherit it
+
+
+def _catches_sighup(pid: int) -> bool:
+    """``pid`` has a handler for SIGHUP (the device's parent-death signal is armed)."""
+    try:
+        status = pathlib.Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    caught = next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt"))
+    return bool(int(caught, 16) & (1 << (signal.SIGHUP - 1)))
+
+
+def test_a_device_whose_parent_dies_during_its_start_up_gives_up_at_once(tmp_path):
+    """The parent dies while the device is still starting (here its parameter file is a
+    FIFO nobody writes: a start-up step that would never end, like a long kernel compile).
+    The device must not finish starting first: it exits at once, without ever opening its
+    pty, and removes its link directory."""
+    fifo = tmp_path / "never-written.toml"
+    os.mkfifo(fifo)
+    link_dir = tmp_path / "owned"
+    link_dir.mkdir()
+    out = tmp_path / "device-stdout.txt"
+    script = textwrap.dedent(f"""
+        import os, subprocess, sys, time
+        device = subprocess.Popen(
+            [sys.executable, "-m", "poise", "device", "sim", "--model", "double_pendulum",
+             "--params", {str(fifo)!r}, "--link", {str(link_dir / "device")!r},
+             "--own-link-dir", "--parent-pid", str(os.getpid())],
+            stdout=open({str(out)!r}, "w"), stderr=subprocess.DEVNULL)
+        print(device.pid, flush=True)
+        time.sleep(600)
+    """)
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    child = int(parent.stdout.readline())
+    try:
+        wait_for("the device to arm its parent-death signal", lambda: _catches_sighup(child),
+                 START_TIMEOUT)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(30)
+        wait_for(f"the starting device (pid {child}) to exit", lambda: not running(child),
+                 EXIT_TIMEOUT)
+        assert "PTY" not in out.read_text()
+        assert not link_dir.exists()
+    finally:
+        if running(child) and "sim" in cmdline(child):
+            os.kill(child, signal.SIGKILL)
+        _kill(parent)

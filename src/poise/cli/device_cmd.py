@@ -13,6 +13,7 @@ import signal
 import sys
 import threading
 import time
+from typing import Any
 
 
 def register(commands, groups) -> None:
@@ -134,19 +135,59 @@ def _remove_link_dir(link: str) -> None:
         os.rmdir(os.path.dirname(os.path.abspath(link)))
 
 
+class _StopNow(BaseException):
+    """A stop (SIGTERM, the parent's death) while the device is still starting: raised from
+    the signal handler, it abandons the imports and the plant's kernels at once (the device
+    has opened nothing yet). A BaseException, so that no ``except Exception`` on the way
+    (a compiler's) swallows it."""
+
+
 def _run_sim(args: argparse.Namespace) -> int:
-    from poise.firmware_bridge.device import DeviceEndpoint, FaultInjection, PtyDevice
     from poise.firmware_bridge.lifetime import parent_alive, watch_parent
 
     stop = threading.Event()
+    starting = True
+
+    def request_stop() -> None:
+        stop.set()
+        if starting:
+            raise _StopNow
+
     # SIGTERM (SimDevice.stop, kill) ends the device through its normal shutdown below
     with contextlib.suppress(ValueError):  # ValueError: not the main thread (embedded use)
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        signal.signal(signal.SIGTERM, lambda *_: request_stop())
     parent = args.parent_pid
-    if parent is not None and not watch_parent(parent, stop.set):
-        print(f"poise device sim: parent process {parent} is gone; not starting",
-              file=sys.stderr)
-        return 1
+    try:
+        if parent is not None and not watch_parent(parent, request_stop):
+            print(f"poise device sim: parent process {parent} is gone; not starting",
+                  file=sys.stderr)
+            return 1
+        device = _make_device(args)
+        if isinstance(device, int):
+            return device
+        starting = False  # from here a stop request only sets ``stop``
+    except _StopNow:
+        return 0
+    if stop.is_set():
+        return 0
+    device.start()
+    try:
+        t_end = math.inf if args.duration is None else time.monotonic() + args.duration
+        while time.monotonic() < t_end and device._thread is not None and \
+                device._thread.is_alive() and not stop.is_set():
+            if parent is not None and not parent_alive(parent):
+                break  # the parent died (the portable check; Linux also signals us)
+            stop.wait(min(0.1, max(0.0, t_end - time.monotonic())))
+    finally:
+        device.stop()
+    return 0
+
+
+def _make_device(args: argparse.Namespace) -> Any:
+    """The :class:`~poise.firmware_bridge.device.PtyDevice` of ``args`` (not started: no pty
+    yet), at its priority and on its CPUs; or the exit code after saying what is wrong."""
+    from poise.firmware_bridge.device import DeviceEndpoint, FaultInjection, PtyDevice
+
     try:
         import poise.sim as sim
     except ImportError as exc:  # pragma: no cover - poise.sim is part of the package
@@ -179,17 +220,7 @@ def _run_sim(args: argparse.Namespace) -> int:
         _realtime_priority(args.fifo_priority)
     if args.cpus is not None:  # likewise
         _pin(args.cpus)
-    device.start()
-    try:
-        t_end = math.inf if args.duration is None else time.monotonic() + args.duration
-        while time.monotonic() < t_end and device._thread is not None and \
-                device._thread.is_alive() and not stop.is_set():
-            if parent is not None and not parent_alive(parent):
-                break  # the parent died (the portable check; Linux also signals us)
-            stop.wait(min(0.1, max(0.0, t_end - time.monotonic())))
-    finally:
-        device.stop()
-    return 0
+    return device
 
 
 def _cpu_list(text: str) -> frozenset[int]:

@@ -5,7 +5,9 @@ Two ways to run it, same broker:
 * ``mode="process"`` (default): ``python -m poise.telemetry.broker --port P`` in a child
   process. The broker's Python work (parsing, routing, JSON-free but busy) then holds *another*
   interpreter's GIL, so it cannot delay the control thread; ``bench/telemetry.py`` measures the
-  difference (see ``docs/mqtt.md``).
+  difference (see ``docs/mqtt.md``). The child dies with the process that launched it, even
+  when that one is SIGKILLed (``--parent-pid``, :mod:`poise.firmware_bridge.lifetime`): an
+  orphaned broker would hold its port for good.
 * ``mode="thread"``: the broker on its own asyncio loop in a thread of this process (no child
   process; costs the control thread GIL contention while it relays).
 
@@ -156,7 +158,7 @@ class EmbeddedBroker:
             self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in stop()
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "poise.telemetry.broker", "--host", self.host,
-                 "--port", str(self.port)],
+                 "--port", str(self.port), "--parent-pid", str(os.getpid())],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr)
         else:
             self._ready = threading.Event()
@@ -209,21 +211,53 @@ class EmbeddedBroker:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m poise.telemetry.broker --port P``: serve until SIGTERM/SIGINT."""
+    """``python -m poise.telemetry.broker --port P [--parent-pid PID]``: serve until
+    SIGTERM/SIGINT, or until process PID dies (even by SIGKILL)."""
     parser = argparse.ArgumentParser(description="embedded amqtt broker on loopback")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT)
+    parser.add_argument("--parent-pid", type=int, metavar="PID",
+                        help="exit when process PID (the one that launched this broker) dies")
     args = parser.parse_args(argv)
 
-    async def run() -> None:
+    async def run() -> int:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await serve(args.host, args.port, stop)
+        parent = args.parent_pid
+        watcher = None
+        if parent is not None:
+            from poise.firmware_bridge.lifetime import watch_parent
 
-    asyncio.run(run())
-    return 0
+            # the handler runs between two steps of this loop: waking it is all it does
+            if not watch_parent(parent, lambda: loop.call_soon_threadsafe(stop.set)):
+                print(f"poise broker: parent process {parent} is gone; not starting",
+                      file=sys.stderr)
+                return 1
+            watcher = loop.create_task(_watch_parent(parent, stop))
+        await serve(args.host, args.port, stop)
+        if watcher is not None:
+            watcher.cancel()
+        return 0
+
+    code = asyncio.run(run())
+    if args.parent_pid is not None:  # a managed child, its sockets closed: skip the
+        sys.stderr.flush()           # interpreter's teardown, which would hold it up
+        os._exit(code)
+    return code
+
+
+async def _watch_parent(parent: int, stop: asyncio.Event, period: float = 0.1) -> None:
+    """Set ``stop`` once ``parent`` is no longer our parent, polled every ``period`` [s] (the
+    portable check beside Linux's parent-death signal)."""
+    from poise.firmware_bridge.lifetime import parent_alive
+
+    while not stop.is_set():
+        if not parent_alive(parent):
+            stop.set()
+            return
+        await asyncio.sleep(period)
 
 
 if __name__ == "__main__":
