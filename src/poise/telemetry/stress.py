@@ -423,7 +423,11 @@ def run(url: str | None = None, *, rounds: int = 10, flood: int = 2000, signals:
     if signals:
         out["signals"] = signal_storm(signals)
     if kills:
+        from poise.telemetry import stress_procs
+
         out["sigkill"] = sigkill_orphans(kills)
+        out["sigkill_embedded"] = stress_procs.sigkill_embedded_broker(kills)
+        out["sigterm_startup"] = stress_procs.sigterm_during_startup(kills)
     out["machine"]["load_after"] = list(os.getloadavg())
     return out
 
@@ -445,6 +449,12 @@ def table(r: dict[str, Any]) -> str:
                      f"{c['answered']}/{c['expected']} (the service received "
                      f"{e['received_by_service']}), duplicates {c['duplicates']}")
     lines += table_lines(r)
+    if "sigkill_embedded" in r:
+        from poise.telemetry.stress_procs import table as procs_table
+
+        lines.append("SIGKILL of poise run with its embedded broker: "
+                     + procs_table(r["sigkill_embedded"]))
+        lines.append("SIGTERM during start-up: " + procs_table(r["sigterm_startup"]))
     if "disk_full" in r:
         d = r["disk_full"]
         lines.append(f"log on a full file system: {d['as_expected']}/{d['runs']} runs went on, "

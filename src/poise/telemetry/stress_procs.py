@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from poise.telemetry.broker import port_is_free
-from poise.telemetry.stress import _children, _pct, _spawn
+from poise.telemetry.stress import _children, _spawn, percentiles
 
 #: The roles of ``poise run``'s helpers, as :func:`role` names them.
 ROLES = ("broker", "realtime", "device", "tracker", "other")
@@ -189,7 +189,7 @@ def _tally(outcomes: list[dict[Helper, float | None]]) -> dict[str, Any]:
         times = [t for o in outcomes for h, t in o.items() if h.role == r]
         if times:
             out[r] = {"seen": len(times), "left": sum(t is None for t in times),
-                      "outlived_s": _pct([t for t in times if t is not None])}
+                      "outlived_s": percentiles([t for t in times if t is not None])}
     return out
 
 
@@ -259,7 +259,7 @@ def sigterm_during_startup(runs: int = 20, seed: int = 6, window: float = 1.5,
         if late + never_up > 3 * runs:
             break
     return {"runs": len(outcomes), "after_startup_not_counted": late, "never_up": never_up,
-            "exit_s": _pct(exits), "temp_files_left": files,
+            "exit_s": percentiles(exits), "temp_files_left": files,
             "left": sum(t is None for o in outcomes for t in o.values()),
             "roles": _tally(outcomes)}
 
