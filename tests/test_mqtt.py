@@ -402,6 +402,7 @@ def test_bridge_started_before_its_broker_connects_once_the_broker_appears(priva
 def test_while_a_bridge_runs_no_thread_holds_the_gil_long_before_the_estop_thread(shared):
     """The e-stop thread takes several turns of the GIL on its way to the device; Python's
     default switch interval (5 ms) would let a busy command thread delay each of them."""
+    sys.setswitchinterval(0.005)  # Python's default (an earlier test may have left less)
     old = sys.getswitchinterval()
     cfg = shared
     with SyntheticLoop(200) as loop, MqttBridge(loop, loop.subscribe(), None, cfg) as bridge:
