@@ -272,7 +272,7 @@ int poise_device_check_watchdog(poise_device_t *dev, uint32_t now)
     dev->fault_latched = 1;
     dev->watchdog_trips++;
     dev->hal.set_mode(dev->hal.ctx, dev->safe_mode);
-    send_fault(dev, POISE_F_WATCHDOG, 2, POISE_NO_CHANNEL, (float)silence * 1e-6f, "watchdog",
+    send_fault(dev, POISE_F_WATCHDOG, 2, POISE_NO_CHANNEL, (float)silence * 1e-6f, "host silent",
                now);
     return 1;
 }

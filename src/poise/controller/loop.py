@@ -83,6 +83,7 @@ if TYPE_CHECKING:
 from poise.devices.base import Device, DeviceError, DeviceInfo, DeviceTimeout, Sample
 from poise.devices.factory import open_device
 from poise.firmware_bridge import messages as msg
+from poise.firmware_bridge.faultinfo import HostWrites, watchdog_cause
 from poise.firmware_bridge.lifetime import fifo
 from poise.firmware_bridge.transport import RawRead
 from poise.ik.statics import solve_statics
@@ -189,6 +190,8 @@ class Controller(SubscriberHub):
         self._at_stop: dict[str, Any] | None = None
         self._holding = False
         self._last_frame_time = time.perf_counter()
+        self._writes = HostWrites()  #: when setpoints went out (the watchdog's diagnosis)
+        self._watchdog_ms: float | None = None  #: the device's watchdog limit [ms]
         self._started_at: float | None = None
         self._old_switch: float | None = None
         #: What the loop thread got (``enter_realtime``): scheduler, priority, refusal.
@@ -284,6 +287,7 @@ class Controller(SubscriberHub):
                 self._check_device(info)
                 self.device.configure(rate_hz=self.config.loop.rate,
                                       watchdog_ms=cfg.watchdog_ms)
+                self._watchdog_ms = cfg.watchdog_ms or info.extra.get("watchdog_ms")
                 self._busy_poll = self._poll_busily(self.config.loop.busy_poll)
                 self._wire = self._wire_path()
                 self.limits = SafetyLimits.build(
@@ -608,7 +612,17 @@ class Controller(SubscriberHub):
                 self._clear_estop = True
                 self._sm.to(State.ESTOP, f"device reported e-stop ({fault.text})")
         elif sev >= msg.Severity.ERROR and self.state in (State.RUNNING, State.READY):
-            self._fault(f"device fault: {code} ({fault.text})")
+            if fault.code == msg.FaultCode.WATCHDOG:
+                self._watchdog_fault(fault.value)
+            else:
+                self._fault(f"device fault: {code} ({fault.text})")
+
+    def _watchdog_fault(self, device_silence: float | None) -> None:
+        """The device's watchdog tripped: fault with a cause that names the quiet side
+        (:func:`~poise.firmware_bridge.faultinfo.watchdog_cause`)."""
+        cause, side = watchdog_cause(device_silence, self._writes.silence(time.perf_counter()),
+                                     self._watchdog_ms)
+        self._fault(cause, quiet_side=side)
 
     # ------------------------------------------------------------------ commands
 
@@ -921,11 +935,12 @@ class Controller(SubscriberHub):
         status = sample.status
         if st == State.RUNNING and sample.host_time > self._armed_at and \
                 not status & ARMED:
-            why = "watchdog" if status & WATCHDOG else "disarmed"
             if status & ESTOP:
                 self._sm.to(State.ESTOP, "device reports e-stop")
+            elif status & WATCHDOG:
+                self._watchdog_fault(None)
             else:
-                self._fault(f"device not armed ({why})")
+                self._fault("device not armed (disarmed)")
             st = self.state
         if st == State.RUNNING:
             step = self.step
@@ -1029,6 +1044,7 @@ class Controller(SubscriberHub):
               t0: float, t_sent: float, lateness: float, period: float) -> None:
         """The timing of a cycle whose setpoint went out at ``t_sent``, and the setpoint."""
         latency = t_sent - sample.host_time
+        self._writes.wrote(t_sent)
         self.timing_stats.record(period * 1e6, lateness * 1e6, (t_sent - t0) * 1e6,
                                  latency * 1e6, latency > self.period)
         self._last["qa_ref"], self._last["tau"] = qa_ref, (tau_ff or None)
@@ -1076,6 +1092,7 @@ class Controller(SubscriberHub):
         if device is not None and qa is not None and self.state == State.RUNNING:
             with contextlib.suppress(DeviceError):
                 device.write(qa, self._last.get("tau"))
+                self._writes.wrote(time.perf_counter())
 
     def _estimate_q(self, qa_measured: tuple[float, ...]) -> np.ndarray:
         """q when the device does not measure it: the IK's prediction q̄ once running, else

@@ -23,7 +23,7 @@ from poise.controller.bus import ESTOP_CANCELLED, Command, CommandResponse, Cycl
 from poise.controller.config import Config, ConfigError
 from poise.controller.ring import CycleRing, RingError
 from poise.controller.state import State
-from poise.firmware_bridge.lifetime import fifo, parent_alive, watch_parent
+from poise.firmware_bridge.lifetime import fifo, normal_scheduler, parent_alive, watch_parent
 
 if TYPE_CHECKING:
     from poise.controller.simdevice import SimDevice
@@ -291,13 +291,15 @@ def child_main(config: Config, ring_name: str, down: connection.Connection,
     if not ctl.kernels_cached():
         # a first start: compile before the gain check (which needs the solvers) and the
         # hello, the parent showing each step ("progress"); a failure is connect's to report
-        with contextlib.suppress(Exception):
+        # at the normal scheduler: a minute of compiling must not hold a CPU at SCHED_FIFO
+        with contextlib.suppress(Exception), normal_scheduler():
             ctl.prepare_kernels(progress=lambda p: _tell(up, ("progress", p)))
     try:
         if gain_origins is not None:
             from poise.controller.params import check_configured_gains
 
-            check_configured_gains(config, ctl.model, origins=gain_origins)
+            with normal_scheduler():
+                check_configured_gains(config, ctl.model, origins=gain_origins)
     except Exception as exc:
         # a gain or target (ValueError too) is the parent's ConfigError, like a bad file
         kind = "ConfigError" if isinstance(exc, ConfigError | ValueError) else \

@@ -84,6 +84,7 @@ class WireDevice:
             rate_hz=float(d.rate_hz), polled=False,
             extra={"port": self.port, "protocol_version": d.protocol_version,
                    "schema_checksum": f"0x{d.schema_checksum:08x}",
+                   "watchdog_ms": d.hello.watchdog_ms,
                    "channels": [c.name for c in d.channels]})
 
     @property

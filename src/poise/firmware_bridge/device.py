@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from poise.firmware_bridge import messages as m
+from poise.firmware_bridge.faultinfo import HOST_SILENT
 from poise.firmware_bridge.plant import Plant, channel_messages
 
 SAFE_MODES = ("hold", "disabled")
@@ -293,7 +294,7 @@ class DeviceEndpoint:
             self.stats.watchdog_trips += 1
             self.plant.set_mode(self.safe_mode)
             self._send(m.Fault(m.FaultCode.WATCHDOG, m.Severity.ERROR, value=silence,
-                               text="watchdog"), now)
+                               text=HOST_SILENT), now)
         q, qa, tau, plant_status = self.plant.read_sensors()
         q, qa, tau = tuple(map(float, q)), tuple(map(float, qa)), tuple(map(float, tau))
         status = self.status | ((int(plant_status) & 0xFFFF) << 16)

@@ -1,0 +1,99 @@
+"""A device watchdog fault says which side went quiet: the host (it wrote nothing), or the way
+between host and device (the host kept writing). End to end with the real-time process frozen
+by SIGSTOP against the virtual device, and the diagnosis's own rules."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import threading
+import time
+
+from poise.controller.config import load_config
+from poise.controller.rtproc import RealtimeController
+from poise.controller.state import State
+from poise.examples import EXAMPLES_DIR
+from poise.firmware_bridge.faultinfo import HostWrites, quiet_side, watchdog_cause
+from poise.firmware_bridge.lifetime import fifo, normal_scheduler
+
+SLOW = 120.0
+
+
+def test_a_frozen_host_is_named_as_the_quiet_side_with_the_devices_silence():
+    """SIGSTOP the real-time process for 0.6 s: the virtual device (its own process, still
+    running) trips its 150 ms watchdog; once the host runs again its fault names the host."""
+    over = {"device.port": ("sim", "t"), "mqtt.enabled": (False, "t"),
+            "loop.rate": (200.0, "t"), "algorithm.target": ([0.5], "t"),
+            "device.watchdog_ms": (150, "t"), "limits.sensor_hold": (0.1, "t"),
+            "limits.sensor_fault": (5.0, "t")}
+    rt = RealtimeController(load_config(EXAMPLES_DIR / "double_pendulum.toml", over))
+    try:
+        assert rt.start().accepted
+        assert rt.wait_for(State.RUNNING, timeout=SLOW)
+        os.kill(rt.pid, signal.SIGSTOP)
+        try:
+            time.sleep(0.6)
+        finally:
+            os.kill(rt.pid, signal.SIGCONT)
+        assert rt.wait_for(State.FAULT, timeout=SLOW), rt.state
+        reason = rt.reason
+        assert reason.startswith("device watchdog: "), reason
+        assert "(limit 150 ms)" in reason and "the host went quiet" in reason, reason
+        assert reason.count("watchdog") == 1, reason
+        faults = [e for e in rt.history() if e.kind == "fault" and e.data.get("source") == "host"]
+        assert faults and faults[-1].data["quiet_side"] == "host", faults
+        device = [e for e in rt.history() if e.kind == "fault" and e.data.get("source") == "device"]
+        if device:  # the Fault frame (the status word may have told first): the silence it saw
+            assert device[-1].data["text"] == "host silent"
+            assert device[-1].data["value"] >= 0.150
+    finally:
+        rt.close()
+
+
+def test_host_writes_keep_the_longest_recent_gap_not_only_the_open_one():
+    writes = HostWrites(window=1.0)
+    assert writes.silence(0.0) == math.inf                  # never wrote
+    for k in range(10):
+        writes.wrote(k * 0.001)
+    assert math.isclose(writes.silence(0.0095), 0.001, rel_tol=1e-9)  # a 1 kHz host
+    writes.wrote(0.509)                                     # a 500 ms stall, then writes again
+    writes.wrote(0.510)
+    assert math.isclose(writes.silence(0.511), 0.5, rel_tol=1e-9)
+    for k in range(2000):                                   # 2 s of steady writing later
+        writes.wrote(0.511 + k * 0.001)
+    assert writes.silence(2.511) < 0.002                    # the stall has aged out
+
+
+def test_the_side_is_the_host_only_when_it_paused_for_half_the_limit_or_more():
+    assert quiet_side(0.050, 100) == "host"
+    assert quiet_side(0.049, 100) == "link"
+    assert quiet_side(math.inf, 100) == "host"
+    cause, side = watchdog_cause(0.123, 0.004, 100)
+    assert side == "link"
+    assert cause == ("device watchdog: no setpoint reached the device for 123 ms (limit 100 ms);"
+                     " the host was writing (its longest pause 4 ms): its setpoints were held up"
+                     " between host and device (link or device side)")
+    cause, side = watchdog_cause(None, math.inf, None)
+    assert side == "host" and "in time (limit 100 ms)" in cause and "never wrote" in cause
+
+
+def test_start_up_work_runs_at_the_normal_scheduler_and_the_thread_gets_its_priority_back():
+    """The real-time process compiles its kernels inside ``normal_scheduler`` (a minute at
+    SCHED_FIFO would hold a CPU against the virtual device); a thread at the normal
+    scheduler (FIFO refused) stays there."""
+    seen: dict[str, object] = {}
+
+    def run() -> None:
+        got = fifo(20)
+        seen["fifo"] = got["scheduler"] == "fifo"
+        with normal_scheduler():
+            seen["inside"] = os.sched_getscheduler(0)
+        seen["after"] = os.sched_getscheduler(0), os.sched_getparam(0).sched_priority
+
+    worker = threading.Thread(target=run)  # its own scheduler: the test process keeps its
+    worker.start()
+    worker.join()
+    assert seen["inside"] == os.SCHED_OTHER
+    expected = (os.SCHED_FIFO, 20) if seen["fifo"] else (os.SCHED_OTHER, 0)
+    assert seen["after"] == expected
