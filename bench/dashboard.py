@@ -11,7 +11,7 @@ import argparse
 import os
 import pathlib
 
-from poise.cli.benchout import emit
+from poise.benchmarks.benchout import emit
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 

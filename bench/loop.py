@@ -11,7 +11,7 @@ import argparse
 import pathlib
 import tempfile
 
-from poise.cli.benchout import emit
+from poise.benchmarks.benchout import emit
 from poise.controller import benchmark
 from poise.telemetry.service import bench_attach
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import pathlib
 
-from poise.cli.benchout import emit
+from poise.benchmarks.benchout import emit
 from poise.telemetry import benchmark
 
 DEFAULT_JSON = pathlib.Path(__file__).parent / "results" / "telemetry.json"

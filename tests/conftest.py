@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from poise.controller.simdevice import SimDevice
+from poise.devices.simdevice import SimDevice
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -21,7 +21,7 @@ def compiled_kernels():
 @pytest.fixture
 def sim_device():
     """Start ``poise device sim`` subprocesses: ``sim_device(model, *flags, rate=500,
-    params=None)`` returns a started :class:`~poise.controller.simdevice.SimDevice` (its
+    params=None)`` returns a started :class:`~poise.devices.simdevice.SimDevice` (its
     ``path`` is a symlink to the current pty, stable across ``--disconnect-after``); all are
     stopped at the end of the test."""
     devices: list[SimDevice] = []
@@ -61,7 +61,7 @@ def dancer_crossing():
 def crossing_step(dancer_crossing):
     """A new control step of ``dancer_crossing``'s loop (same model, limits, period, stepper
     and shaper), reset at the crossing's start."""
-    from poise.controller.step import ControlStep
+    from poise.motion.step import ControlStep
 
     loop, q_start, _ = dancer_crossing
     step = ControlStep(loop.model, loop.limits, loop.period,

@@ -10,8 +10,11 @@ import os
 
 import pytest
 
+from poise.api.state import State
 from poise.cli.run_cmd import format_summary
-from poise.controller.affinity import (
+from poise.controller.config import ConfigError, load_config
+from poise.controller.rtproc import RealtimeController
+from poise.devices.affinity import (
     AUTO,
     OFF,
     CpuPlan,
@@ -20,9 +23,6 @@ from poise.controller.affinity import (
     parse_cpus,
     plan_cpus,
 )
-from poise.controller.config import ConfigError, load_config
-from poise.controller.rtproc import RealtimeController
-from poise.controller.state import State
 from poise.examples import EXAMPLES_DIR
 
 

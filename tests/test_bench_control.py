@@ -10,9 +10,9 @@ import numpy as np
 
 from poise.benchmarks import control
 from poise.cli import main
-from poise.controller.planner import plan_target
 from poise.controller.simulate import SimulatedLoop
 from poise.models.actuation import blocks
+from poise.motion.planner import plan_target
 
 
 def test_targets_are_stable_held_configurations_the_planner_reaches():

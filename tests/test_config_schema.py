@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from poise.api import rules
 from poise.cli import main
-from poise.controller import rules
 from poise.controller.config import (
     TABLE_KEYS,
     Config,
@@ -188,7 +188,7 @@ CROSS_KEY = {
     "limits.sensor_hold": "sensor_fault >= sensor_hold",
     "limits.sensor_fault": "sensor_fault >= sensor_hold",
     "mqtt.url": "its form is MqttConfig's",
-    "mqtt.robot_id": "its characters are poise.telemetry.topics'",
+    "mqtt.robot_id": "its characters are poise.api.topics'",
     "servo.qa_min": "qa_min < qa_max, within the servo's ±256 turns",
     "servo.qa_max": "qa_min < qa_max, within the servo's ±256 turns",
     "servo.zero": "its default limits (± one turn) must stay within ±256 turns",
@@ -276,7 +276,7 @@ def test_schema_and_loader_agree_on_every_value_of_a_servo_key(key, data):
 
 def test_ranges_owned_by_the_rules_are_declared_with_their_constants():
     """The schema's bounds of the loop rate and the gains are those
-    :mod:`poise.controller.rules` enforces: at the top loop rate a gain's bound is its
+    :mod:`poise.api.rules` enforces: at the top loop rate a gain's bound is its
     declared one, on both sides."""
     loop, algorithm = TABLE_KEYS["loop"], TABLE_KEYS["algorithm"]
     assert (loop["rate"].ge, loop["rate"].le) == (rules.MIN_RATE, rules.MAX_RATE)
@@ -307,7 +307,7 @@ def test_every_key_is_declared_once_and_described_in_the_schema():
         assert set(TABLE_KEYS[name]) == {f.name for f in dataclasses.fields(cls)}, name
     assert set(SERVO_KEYS) == set(dynamixel_config.KEYS)
     with pytest.raises(ValueError, match="unknown"):
-        from poise.telemetry.mqtt_config import MqttConfig
+        from poise.api.mqtt_config import MqttConfig
 
         MqttConfig.from_settings({**dict.fromkeys(MQTT_KEYS), "not_a_key": 1})
     tables = config_schema()["properties"]

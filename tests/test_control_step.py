@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from poise.controller.config import load_config
-from poise.controller.params import LiveParams
 from poise.controller.simulate import SimulatedLoop
-from poise.controller.step import StepFault
 from poise.examples import EXAMPLES_DIR as EXAMPLES  # bundled run configurations
+from poise.motion.params import LiveParams
+from poise.motion.step import StepFault
 
 #: A target counts as reached when the measured task error stays below this [m].
 TOL = 3e-3

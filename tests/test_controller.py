@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from poise.api.state import State, StateMachine
 from poise.controller.config import ConfigError, build_model, load_config
-from poise.controller.params import LiveParams, ParamError, parse_target, with_gains
-from poise.controller.safety import SafetyLimits, all_finite, limit_setpoint
-from poise.controller.state import State, StateMachine
-from poise.controller.stepper import Alg1Stepper, Alg2Stepper
 from poise.controller.timing import TimingStats
 from poise.models import load_model
+from poise.motion.params import LiveParams, ParamError, parse_target, with_gains
+from poise.motion.safety import SafetyLimits, all_finite, limit_setpoint
+from poise.motion.stepper import Alg1Stepper, Alg2Stepper
 
 
 def test_config_error_names_file_key_value_and_rule(tmp_path):

@@ -15,9 +15,9 @@ import time
 import numpy as np
 import pytest
 
+from poise.api.state import State
 from poise.controller.config import ConfigError, DeviceConfig, load_config
 from poise.controller.loop import Controller
-from poise.controller.state import State
 from poise.devices.base import Device, DeviceError, Status
 from poise.devices.factory import open_device
 from poise.devices.wire import WireDevice
@@ -265,7 +265,7 @@ def test_bus_alone_runs_feedforward_only(bus_and_board):
     with _controller(bus, None, "ff", 0.6) as ctl:
         assert ctl.start().accepted, ctl.reason
         assert any(e.data.get("code") == "feedforward_only" for e in ctl.history())
-        from poise.controller.bus import Command
+        from poise.api.bus import Command
 
         r = ctl.submit(Command("mode", "fb"))
         assert not r.accepted and "measured q" in r.reason

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from poise.controller.bus import Command, CommandResponse
+from poise.api.bus import Command, CommandResponse
 from poise.controller.dispatch import CommandDispatcher
 
 

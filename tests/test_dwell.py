@@ -1,5 +1,5 @@
-"""Moves tuned on the model (poise.controller.dwell) and the faster choice among moves
-(poise.controller.reference: candidates compared half-settled, given up by their sway).
+"""Moves tuned on the model (poise.motion.dwell) and the faster choice among moves
+(poise.motion.reference: candidates compared half-settled, given up by their sway).
 
 The dancer's crossing of ``poise bench control`` (target 14 after 13, the ``dancer_crossing``
 fixture): every shaped or warped move left the ankle swinging (12 s at best, 3 T = 8.9 s).
@@ -16,19 +16,19 @@ import pytest
 
 from poise.benchmarks.control import _one_target, band, config_for, reachable_targets
 from poise.benchmarks.control_protocol import GOAL_PERIODS, SEED
-from poise.controller.dwell import dwell_move, dwell_warp
-from poise.controller.params import with_plan
-from poise.controller.reference import (
+from poise.controller.simulate import SimulatedLoop
+from poise.models.actuation import split
+from poise.motion.dwell import dwell_move, dwell_warp
+from poise.motion.params import with_plan
+from poise.motion.reference import (
     CHOOSING_FRACTION,
     Prediction,
     line_time,
     move_candidates,
     settle_time,
 )
-from poise.controller.shaping import ShapedMove, Shaper
-from poise.controller.simulate import SimulatedLoop
-from poise.controller.stability import Mode
-from poise.models.actuation import split
+from poise.motion.shaping import ShapedMove, Shaper
+from poise.motion.stability import Mode
 
 
 @pytest.mark.parametrize("seed", range(4))

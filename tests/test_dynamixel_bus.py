@@ -388,9 +388,9 @@ def test_the_documented_virtual_dynamixel_run_reaches_its_target_at_the_defaults
     then ``poise run --device dynamixel:PTY --sensors PTY2 --model double_pendulum --mode fb
     --target 0.6``; here the controller runs in this process (its loop thread real-time
     where allowed, as in ``poise run``), every [device] key at its default."""
+    from poise.api.state import State
     from poise.controller.config import load_config
     from poise.controller.loop import Controller
-    from poise.controller.state import State
 
     _, bus, sensors = cli_sim
     config = load_config(None, {

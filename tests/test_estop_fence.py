@@ -14,17 +14,17 @@ import uuid
 
 import pytest
 
+from poise.api.bus import ESTOP_CANCELLED, Command
+from poise.api.state import State
+from poise.api.topics import Topics
 from poise.cli.run_cmd import EXIT_CODES, exit_code
-from poise.controller.bus import ESTOP_CANCELLED, Command
 from poise.controller.config import load_config
 from poise.controller.loop import Controller
 from poise.controller.rtproc import RealtimeController
-from poise.controller.state import State
 from poise.telemetry.client import Recorder, forget
 from poise.telemetry.fence import RESEND, EstopFence
 from poise.telemetry.mqtt import MqttBridge, MqttConfig
 from poise.telemetry.reader import read_log
-from poise.telemetry.topics import Topics
 from test_mqtt import (  # noqa: F401 - the broker fixtures
     MOSQUITTO,
     MOSQUITTO_PASSWD,

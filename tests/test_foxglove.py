@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 from mcap.reader import make_reader
 from mcap.writer import Writer
 
+from poise.api.bus import CycleSample, Event, SampleQueue
+from poise.api.extras import MissingExtra
 from poise.cli import main as cli_main
-from poise.controller.bus import CycleSample, Event, SampleQueue
-from poise.extras import MissingExtra
 from poise.models.registry import load_model
 from poise.telemetry import scene as fox
 from poise.telemetry.clock import ClockAnchor, split_ns

@@ -12,11 +12,11 @@ import numpy as np
 from PySide6 import QtCore
 
 from poise.controller.config import load_config
-from poise.controller.params import LiveParams, with_plan
-from poise.controller.planner import plan_target
 from poise.examples import resolve_config
 from poise.gui.controls import ControlPanel
 from poise.models import load_model
+from poise.motion.params import LiveParams, with_plan
+from poise.motion.planner import plan_target
 
 
 def published_params() -> dict:

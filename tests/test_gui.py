@@ -13,13 +13,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from poise.controller.bus import CycleSample
+from poise.api.bus import CycleSample
+from poise.api.topics import batch_dict, command_topic, split_topic
 from poise.gui.broker import BrokerURL
 from poise.gui.ring import Layout, RingBuffer, TelemetryBuffer
 from poise.ik.statics import solve_statics
 from poise.models import load_model
 from poise.models.actuation import Gu
-from poise.telemetry.topics import batch_dict, command_topic, split_topic
 
 
 @settings(max_examples=60, deadline=None)

@@ -437,10 +437,10 @@ def test_alg2_stepper_at_a_limit_keeps_moving_the_other_actuator(compiled):
     optimality), inside its range and with q̄ on E. The paper's rates with actuator 1 merely
     clipped left actuator 2 where the error was 1.7× the one at the block, off E
     (‖G_u‖ = 8e-3) and with ``J₂ᵀ ex`` far from 0."""
-    from poise.controller.params import LiveParams
-    from poise.controller.safety import SafetyLimits, limit_setpoint
-    from poise.controller.stepper import make_stepper
     from poise.kernels import make_compiled_stepper
+    from poise.motion.params import LiveParams
+    from poise.motion.safety import SafetyLimits, limit_setpoint
+    from poise.motion.stepper import make_stepper
 
     model = load_model("soft_arm_stiff")
     target, _ = held_target(model, [0.05, -0.01])  # qa1 = 0.05 > qa_max = 0.04

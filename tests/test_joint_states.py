@@ -14,13 +14,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from poise.api.bus import CycleSample
+from poise.api.topics import dumps
 from poise.cli import main as cli_main
-from poise.controller.bus import CycleSample
 from poise.telemetry import records
 from poise.telemetry.client import Recorder, forget
 from poise.telemetry.mqtt import MqttBridge, MqttConfig
 from poise.telemetry.synthetic import SyntheticLoop
-from poise.telemetry.topics import dumps
 from test_mqtt import broker_url  # noqa: F401 - the broker fixture
 
 JOINT_STATE_KEYS = {"header", "name", "position", "velocity", "effort"}

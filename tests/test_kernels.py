@@ -28,19 +28,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from poise.controller.params import LiveParams
-from poise.controller.safety import SafetyLimits, limit_setpoint
-from poise.controller.step import ControlStep
-from poise.controller.stepper import make_stepper
 from poise.ik.held import HeldOptions, algorithm1, algorithm2
 from poise.ik.held import damped_pinv as ref_damped_pinv
+from poise.ik.held_kernels import HeldKernels
 from poise.ik.statics import solve_statics
 from poise.kernels import (
-    CompiledAlg1Stepper,
     NoKernelsError,
     guard,
     held_solve,
-    make_compiled_stepper,
     pack,
     steps,
     warm_up,
@@ -51,10 +46,14 @@ from poise.kernels import linalg as kla
 from poise.kernels import planar_pcc as kpcc
 from poise.kernels.blocks import Layout
 from poise.kernels.family import kernels_of
-from poise.kernels.solvers import HeldKernels
 from poise.models import load_model
 from poise.models.actuation import blocks as ref_blocks
 from poise.models.planar_pcc import f_funcs as ref_f_funcs
+from poise.motion.compiled_steppers import CompiledAlg1Stepper, make_compiled_stepper
+from poise.motion.params import LiveParams
+from poise.motion.safety import SafetyLimits, limit_setpoint
+from poise.motion.step import ControlStep
+from poise.motion.stepper import make_stepper
 from poise.sim.dynamics import Dynamics
 
 RTOL = 1e-12
@@ -686,9 +685,9 @@ def test_the_controllers_warm_up_loads_what_its_cycles_call_and_not_the_stepwise
     code = textwrap.dedent("""
         from dataclasses import replace
         import numpy as np
-        from poise.controller.params import LiveParams
-        from poise.controller.safety import SafetyLimits
-        from poise.controller.step import ControlStep, stepper_factory
+        from poise.motion.params import LiveParams
+        from poise.motion.safety import SafetyLimits
+        from poise.motion.step import ControlStep, stepper_factory
         from poise.kernels import cache, cycle, guard, held_solve, steps, wire
         from poise.models import load_model
 

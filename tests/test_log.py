@@ -16,15 +16,15 @@ import numpy as np
 import pytest
 from mcap.reader import make_reader
 
+from poise.api.bus import Command, CycleSample, Event, SampleQueue
+from poise.api.topics import samples_from_batch
 from poise.cli import main as cli_main
-from poise.controller.bus import Command, CycleSample, Event, SampleQueue
 from poise.telemetry.client import Recorder, forget
 from poise.telemetry.log import SCHEMAS, LogWriter
 from poise.telemetry.mqtt import MqttConfig
 from poise.telemetry.reader import read_log, summary
 from poise.telemetry.replay import replay
 from poise.telemetry.synthetic import SyntheticLoop
-from poise.telemetry.topics import samples_from_batch
 from test_mqtt import broker_url  # noqa: F401 - the broker fixture
 
 

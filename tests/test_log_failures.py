@@ -15,9 +15,9 @@ import textwrap
 import numpy as np
 import pytest
 
+from poise.api.bus import CycleSample, SampleQueue
 from poise.cli import main as cli_main
 from poise.cli.run_cmd import EXIT_CODES, log_lines
-from poise.controller.bus import CycleSample, SampleQueue
 from poise.telemetry.log import LogWriter
 from poise.telemetry.reader import read_log
 from poise.telemetry.stress_logs import (
@@ -42,7 +42,7 @@ def test_log_info_reads_a_real_run_log_cut_at_any_offset(run_log, tmp_path):
     cycles recovered never decrease as the cut moves later."""
     data = run_log.read_bytes()
     offsets = sorted({*range(1, 1025), *spread(len(data), 120)})
-    rows = read_cuts(data, offsets, tmp_path)
+    rows = read_cuts(data, offsets, tmp_path, cli_main)  # poise log info, in this process
     failed = [r for r in rows if r["exit"] != 0]
     assert not failed, failed[:3]
     cuts, whole = rows[:-1], rows[-1]

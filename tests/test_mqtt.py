@@ -25,13 +25,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from poise.controller.bus import Command, CommandResponse, CycleSample
+from poise.api.bus import Command, CommandResponse, CycleSample
+from poise.api.topics import Topics, batch_dict, dumps, samples_from_batch
 from poise.telemetry import commands
 from poise.telemetry.broker import EmbeddedBroker, free_port, wait_listening
 from poise.telemetry.client import Recorder, forget
 from poise.telemetry.mqtt import URGENT_SWITCH_INTERVAL, MqttBridge, MqttConfig
 from poise.telemetry.synthetic import SyntheticLoop
-from poise.telemetry.topics import Topics, batch_dict, dumps, samples_from_batch
 
 MOSQUITTO = shutil.which("mosquitto") or shutil.which("/usr/sbin/mosquitto")
 MOSQUITTO_PASSWD = shutil.which("mosquitto_passwd")

@@ -13,7 +13,7 @@ import tomllib
 
 import pytest
 
-from poise.extras import EXTRAS, MissingExtra, install_hint, require
+from poise.api.extras import EXTRAS, MissingExtra, install_hint, require
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())

@@ -1,4 +1,4 @@
-"""The planner's offline solve (``poise.controller.planner``): a reachable target is found
+"""The planner's offline solve (``poise.motion.planner``): a reachable target is found
 even where descent from the current and rest configurations misses it."""
 
 from __future__ import annotations
@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 
 from poise.benchmarks.control import reachable_targets
-from poise.controller import planner
-from poise.controller.planner import plan_target
 from poise.ik.held_common import held_jacobian
 from poise.ik.statics import solve_statics
 from poise.models import load_model
 from poise.models.actuation import blocks, split
+from poise.motion import planner
+from poise.motion.planner import plan_target
 
 TOL = 2e-3  # the dancer example's algorithm.tolerance [m]
 

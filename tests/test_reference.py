@@ -1,4 +1,4 @@
-"""Feedback that follows the model's predicted response after a move (poise.controller.reference).
+"""Feedback that follows the model's predicted response after a move (poise.motion.reference).
 
 Everything in simulated time against the in-process plant (:class:`SimulatedLoop`):
 deterministic, no clock.
@@ -15,11 +15,11 @@ import pytest
 from poise.benchmarks.control import _one_target, band, config_for, reachable_targets
 from poise.benchmarks.control_protocol import SEED
 from poise.controller.config import Config, load_config
-from poise.controller.params import with_plan
-from poise.controller.reference import SETTLED_FRACTION, predicted_response, wants_reference
 from poise.controller.simulate import SimulatedLoop
 from poise.examples import resolve_config
 from poise.models import load_model
+from poise.motion.params import with_plan
+from poise.motion.reference import SETTLED_FRACTION, predicted_response, wants_reference
 
 #: Targets where the arm sways after its move (the soft arm: issue 14's; the dancer: the
 #: crossing that fb did not settle in time).
@@ -42,7 +42,7 @@ def test_the_reference_is_the_models_own_response_cycle_by_cycle(name, sways):
     the move's cycle i: the ff loop against a noiseless plant of the controller's own
     model measures exactly these values. It starts where the arm is, ends at the target
     and carries the sway after the move (the plan's own shaped move: a chosen one may leave
-    none, :mod:`poise.controller.dwell`)."""
+    none, :mod:`poise.motion.dwell`)."""
     loop = SimulatedLoop(example(name, "ff", **{"loop.choose_move": False}), noise=False)
     loop.start()
     plan, cfg = loop.step.plan, loop.config
@@ -164,8 +164,8 @@ def test_the_wire_path_and_the_numpy_step_follow_the_reference_as_the_cycle_does
     (the frame's bytes to the setpoint's in one compiled call) commits what the ordinary
     compiled cycle commits, cycle by cycle, through the move and while following; the numpy
     reference step (``loop.compiled = false``) commands the same to 1e-9."""
-    from poise.controller.step import ControlStep, stepper_factory
     from poise.firmware_bridge import messages as m
+    from poise.motion.step import ControlStep, stepper_factory
 
     loop = SimulatedLoop(example("soft_arm_soft", "fb"), noise=False)
     loop.start()
@@ -209,7 +209,7 @@ def test_the_move_chosen_on_the_model_settles_within_three_periods_where_the_sha
     shapers and speeds tried on the model (``loop.choose_move``) one settles within 3 T,
     overshooting no more than 5 % of the move; the plant (the same model, with noisy
     sensors) does what the model predicted."""
-    from poise.controller.reference import (
+    from poise.motion.reference import (
         OVERSHOOT,
         move_candidates,
         overshoot,
@@ -252,17 +252,17 @@ def test_a_well_damped_move_whose_mode_changes_is_chosen_on_the_model():
     a ZVDD shaper tolerates, so the move is chosen on the model: the configured ZVDD move
     settles after 3 T on the model, the chosen one well within. A move whose mode changes
     less (the next target's) keeps its configured move, with no prediction made."""
-    from poise.controller.reference import (
+    from poise.ik.statics import solve_statics
+    from poise.models.actuation import split
+    from poise.motion.reference import (
         MODE_CHANGE,
         Prediction,
         choose_move,
         settle_time,
         shapers_fall_short,
     )
-    from poise.controller.shaping import ZETA_SHAPED
-    from poise.controller.stability import structural_modes
-    from poise.ik.statics import solve_statics
-    from poise.models.actuation import split
+    from poise.motion.shaping import ZETA_SHAPED
+    from poise.motion.stability import structural_modes
 
     loop = SimulatedLoop(config_for("dancer", "ff", "alg1"), seed=SEED)
     model, tol = loop.model, loop.config.algorithm.tolerance

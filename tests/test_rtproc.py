@@ -24,15 +24,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from poise.controller.bus import Command, CommandResponse, CycleSample
+from poise.api.bus import Command, CommandResponse, CycleSample
+from poise.api.state import State
 from poise.controller.config import ConfigError, load_config
-from poise.controller.params import ParamError
-from poise.controller.planner import TargetPlan
 from poise.controller.ring import STATES, CycleRing
 from poise.controller.rtproc import RealtimeController, StartupCancelled
-from poise.controller.state import State
 from poise.examples import EXAMPLES_DIR
 from poise.models.actuation import blocks
+from poise.motion.params import ParamError
+from poise.motion.planner import TargetPlan
 
 N, M, K = 3, 2, 2
 

@@ -20,18 +20,18 @@ import uuid
 import numpy as np
 import pytest
 
-from poise.controller.bus import Command
+from poise.api.bus import Command
+from poise.api.state import State
 from poise.controller.config import ConfigError, config_from_dict, load_config
 from poise.controller.loop import Controller
-from poise.controller.params import LiveParams
-from poise.controller.planner import TargetPlan, approach_move, plan_target
 from poise.controller.rtproc import RealtimeController
-from poise.controller.safety import SafetyLimits, limit_setpoint
-from poise.controller.state import State
-from poise.controller.stepper import make_stepper
 from poise.ik.statics import release, solve_statics
 from poise.models.actuation import split
 from poise.models.registry import ModelError, load_model, model_from_dict
+from poise.motion.params import LiveParams
+from poise.motion.planner import TargetPlan, approach_move, plan_target
+from poise.motion.safety import SafetyLimits, limit_setpoint
+from poise.motion.stepper import make_stepper
 from poise.telemetry import commands
 from poise.telemetry.client import Recorder, forget
 from poise.telemetry.mqtt import MqttBridge, MqttConfig, static_params

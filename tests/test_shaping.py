@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from poise.controller.config import ConfigError, load_config
-from poise.controller.shaping import ShapedMove, Shaper, shaper_for
 from poise.controller.simulate import SimulatedLoop
-from poise.controller.stability import Mode
 from poise.examples import resolve_config
+from poise.motion.shaping import ShapedMove, Shaper, shaper_for
+from poise.motion.stability import Mode
 
 modes = st.builds(Mode, st.floats(0.3, 60.0), st.floats(0.0, 0.6))
 

@@ -128,7 +128,7 @@ def test_sigkilled_poise_run_leaves_no_device_and_no_temp_dir(tmp_path):
 def test_sigkilled_owner_of_a_simdevice_leaves_no_device_and_no_temp_dir(tmp_path):
     script = textwrap.dedent("""
         import time
-        from poise.controller.simdevice import SimDevice
+        from poise.devices.simdevice import SimDevice
 
         device = SimDevice("double_pendulum", rate=200)
         device.start()

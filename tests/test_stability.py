@@ -21,25 +21,26 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from poise.controller.bounds import DEFAULT_FRACTION, assess
-from poise.controller.bus import Command
+from poise.api.bus import Command
 from poise.controller.config import ConfigError, load_config
+from poise.controller.gains import check_configured_gains
 from poise.controller.loop import Controller
-from poise.controller.params import (
+from poise.controller.simulate import SimulatedLoop
+from poise.examples import resolve_config
+from poise.kernels import has_kernels, pack
+from poise.models import load_model
+from poise.motion.bounds import DEFAULT_FRACTION, assess
+from poise.motion.compiled_steppers import make_compiled_stepper
+from poise.motion.params import (
     LiveParams,
     ParamError,
-    check_configured_gains,
     with_gains,
     with_plan,
 )
-from poise.controller.planner import plan_target
-from poise.controller.safety import SafetyLimits
-from poise.controller.simulate import SimulatedLoop
-from poise.controller.stability import IKGains, LoopLinearisation
-from poise.controller.step import WINDUP_BAND, ControlStep
-from poise.examples import resolve_config
-from poise.kernels import has_kernels, make_compiled_stepper, pack
-from poise.models import load_model
+from poise.motion.planner import plan_target
+from poise.motion.safety import SafetyLimits
+from poise.motion.stability import IKGains, LoopLinearisation
+from poise.motion.step import WINDUP_BAND, ControlStep
 from poise.sim.plant import make_plant
 from poise.telemetry.client import Recorder, forget
 from poise.telemetry.log import controller_log

@@ -19,14 +19,14 @@ import threading
 
 import pytest
 
+from poise.api.state import State
 from poise.benchmarks import startup
 from poise.cli import build_parser, command_modules, owner
 from poise.controller.config import ConfigError, load_config
 from poise.controller.loop import Controller
 from poise.controller.rtproc import RealtimeController, RealtimeError
-from poise.controller.simdevice import launch_early
-from poise.controller.state import State
 from poise.devices.factory import early_device_spec
+from poise.devices.simdevice import launch_early
 from poise.examples import EXAMPLES_DIR
 from poise.firmware_bridge.lifetime import fifo
 from poise.telemetry.broker import EmbeddedBroker, embedded_broker_needed, free_port
@@ -154,11 +154,11 @@ def test_the_real_time_process_launches_its_device_before_importing_numpy_or_its
     assert not {m for m in mods if m.split(".")[0] in ("numpy", "scipy", "numba")}, \
         sorted(m for m in mods if m.split(".")[0] in ("numpy", "scipy", "numba"))
     assert {m for m in mods if m.startswith("poise.")} <= {
-        "poise.controller", "poise.controller.rtboot", "poise.controller.simdevice"}, \
+        "poise.controller", "poise.controller.rtboot", "poise.devices.simdevice"}, \
         sorted(m for m in mods if m.startswith("poise."))
     # nor does the simulator or the controller's stability bound load SciPy on import
     # (0.3 s of each process's start-up: loaded where a numpy reference path first needs it)
-    mods = loaded_after("import poise.sim, poise.controller.stability, poise.ik.clik")
+    mods = loaded_after("import poise.sim, poise.motion.stability, poise.ik.clik")
     assert not {m for m in mods if m.split(".")[0] == "scipy"}
 
 

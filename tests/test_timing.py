@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from poise.controller.bus import Command
+from poise.api.bus import Command
+from poise.api.state import State
 from poise.controller.config import load_config
 from poise.controller.loop import Controller
-from poise.controller.state import State
 from poise.controller.timing import _QS, PERCENTILES, QUANTITIES, TimingStats, ring_percentiles
 from poise.examples import resolve_config
 

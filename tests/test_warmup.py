@@ -18,12 +18,12 @@ import textwrap
 import threading
 import time
 
+from poise.api.state import State
 from poise.cli.compiling import CompileView
 from poise.controller.config import load_config
 from poise.controller.loop import Controller
-from poise.controller.simdevice import launch_early
-from poise.controller.state import State
 from poise.devices.factory import early_device_spec
+from poise.devices.simdevice import launch_early
 from poise.examples import EXAMPLES_DIR
 from poise.kernels.warmup import KernelProgress
 

@@ -1,4 +1,4 @@
-"""Moves slowed where the arm's equilibrium moves fast (poise.controller.warp, shaping.Warp).
+"""Moves slowed where the arm's equilibrium moves fast (poise.motion.warp, shaping.Warp).
 
 The dancer's crossing of ``poise bench control`` (target 14 after 13): its stance leg swings
 from 0.81 to −0.79 rad, most of it within a second of the straight line's middle, where the
@@ -14,15 +14,15 @@ import pytest
 
 from poise.benchmarks.control import band, config_for, reachable_targets
 from poise.benchmarks.control_protocol import SEED
-from poise.controller.params import with_plan
-from poise.controller.planner import TargetPlan, approach_move, approach_speed
-from poise.controller.reference import move_candidates, predicted_response, settle_time
-from poise.controller.shaping import ShapedMove, Shaper, Warp
 from poise.controller.simulate import SimulatedLoop
-from poise.controller.stability import Mode
-from poise.controller.warp import UNEVEN, equilibrium_path, equilibrium_warp
 from poise.models.actuation import split
 from poise.models.base import FloatArray
+from poise.motion.params import with_plan
+from poise.motion.planner import TargetPlan, approach_move, approach_speed
+from poise.motion.reference import move_candidates, predicted_response, settle_time
+from poise.motion.shaping import ShapedMove, Shaper, Warp
+from poise.motion.stability import Mode
+from poise.motion.warp import UNEVEN, equilibrium_path, equilibrium_warp
 
 
 def test_a_warp_maps_the_shaped_progress_piecewise_linearly_onto_the_line():
@@ -133,7 +133,7 @@ def test_slowed_where_the_equilibrium_moves_fast_the_crossing_settles_sooner(dan
 def test_warped_moves_are_tried_only_where_the_equilibrium_moves_unevenly(dancer_crossing):
     """The crossing's candidates include warped moves (each cap at each warp speed, with
     each shaper); a soft arm's largest move (even equilibrium) has none."""
-    from poise.controller.reference import MOVE_SHAPERS, MOVE_SPEEDS, MOVE_WARPS, WARP_SPEEDS
+    from poise.motion.reference import MOVE_SHAPERS, MOVE_SPEEDS, MOVE_WARPS, WARP_SPEEDS
 
     loop, q_start, plan = dancer_crossing
     tried = move_candidates(loop.model, plan, q_start)

@@ -14,11 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.test_kernels import MODELS, STEPPERS, _limits_for, params, setup, start_configuration
 
-from poise.controller.step import ControlStep
 from poise.firmware_bridge import codec
 from poise.firmware_bridge import messages as m
-from poise.kernels import make_compiled_stepper
 from poise.kernels import wire as w
+from poise.motion.compiled_steppers import make_compiled_stepper
+from poise.motion.step import ControlStep
 
 ARMED, SATURATED = int(m.Status.ARMED), int(m.Status.SATURATED)
 

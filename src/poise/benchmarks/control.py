@@ -58,11 +58,11 @@ from poise.benchmarks.control_protocol import (
 )
 from poise.controller.config import Config, load_config
 from poise.controller.simulate import SimulatedLoop
-from poise.controller.stability import structural_modes
 from poise.examples import resolve_config
 from poise.ik.statics import solve_statics
 from poise.models.actuation import split
 from poise.models.base import FloatArray, MechanicalModel
+from poise.motion.stability import structural_modes
 from poise.sim.params import load_physical
 
 
@@ -322,7 +322,7 @@ def figure(path: str, seconds: float = 20.0) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from poise.controller.shaping import Shaper
+    from poise.motion.shaping import Shaper
 
     target = np.array([0.2, -0.95])
     runs = {}

@@ -83,7 +83,8 @@ def compiled_step(model: MechanicalModel, algorithm: str, q0: FloatArray,
                   target: FloatArray) -> Callable[[], None]:
     """One cycle of the compiled stepper (``propose`` then ``commit``: the update and, for
     Algorithm 1, the warm-started statics re-solve), compiled before it is timed."""
-    from poise.kernels import make_compiled_stepper, pack, warm_up
+    from poise.kernels import pack, warm_up
+    from poise.motion.compiled_steppers import make_compiled_stepper
 
     packed = pack(model)
     warm_up(packed, dynamics=False)

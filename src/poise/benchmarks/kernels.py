@@ -44,10 +44,11 @@ import numba
 import numpy as np
 
 from poise.benchmarks.timing import per_call_us
-from poise.controller.params import LiveParams
-from poise.controller.stepper import make_stepper
-from poise.kernels import make_compiled_stepper, pack, steps, warm_up
+from poise.kernels import pack, steps, warm_up
 from poise.models import load_model
+from poise.motion.compiled_steppers import make_compiled_stepper
+from poise.motion.params import LiveParams
+from poise.motion.stepper import make_stepper
 from poise.sim.dynamics import Dynamics
 
 #: Called with the number of benchmark steps just finished (see :func:`steps_planned`).

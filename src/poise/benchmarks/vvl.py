@@ -32,8 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from poise.cli.benchout import add_quiet_option
-from poise.extras import require
+from poise.api.extras import require
+from poise.benchmarks.benchout import add_quiet_option
 from poise.ik import se3
 from poise.ik.continuum import (
     ALL_METHODS,

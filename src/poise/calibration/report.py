@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from poise.api.extras import require
 from poise.calibration.identify import Identification
 from poise.calibration.poses import Pose
-from poise.extras import require
 
 
 def plot_report(result: Identification, poses: Sequence[Pose], path: str | pathlib.Path,
@@ -19,7 +19,7 @@ def plot_report(result: Identification, poses: Sequence[Pose], path: str | pathl
     held-out poses marked), statics residual per pose, and the parameter table.
 
     Raises:
-        poise.extras.MissingExtra: matplotlib is not installed (``poise[plot]``).
+        poise.api.extras.MissingExtra: matplotlib is not installed (``poise[plot]``).
     """
     require("plot", "the calibration report figure")
     import matplotlib

@@ -6,7 +6,7 @@ automatically) and exposes ``register(commands, groups)``: ``commands`` is the t
 ``"device"``, ``"model"``, ``"log"``, ``"example"``) to the sub-parser collection of that
 group. A registered parser sets ``func=handler``; the handler takes the parsed
 namespace and returns the exit code. A handler that needs an optional extra calls
-:func:`poise.extras.require`; its :class:`~poise.extras.MissingExtra` becomes a one-line
+:func:`poise.api.extras.require`; its :class:`~poise.api.extras.MissingExtra` becomes a one-line
 message naming ``pip install 'poise[...]'`` and exit code 2.
 
 Registering imports every command module, so a module imports only the standard library and the
@@ -137,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    from poise.extras import MissingExtra
+    from poise.api.extras import MissingExtra
 
     try:
         return int(args.func(args) or 0)

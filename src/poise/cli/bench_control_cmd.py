@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from poise.cli.benchout import add_json_option, add_quiet_option, emit
+from poise.benchmarks.benchout import add_json_option, add_quiet_option, emit
 
 
 def register(commands: argparse._SubParsersAction, groups: dict) -> None:
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         print("poise bench control: --targets and --workers must be >= 1", file=sys.stderr)
         return 2
     if args.figure:
-        from poise.extras import require
+        from poise.api.extras import require
 
         require("plot", "--figure")
     plants = {}

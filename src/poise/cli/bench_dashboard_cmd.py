@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from poise.cli.benchout import add_json_option, emit
+from poise.benchmarks.benchout import add_json_option, emit
 
 
 def register(commands, groups) -> None:
@@ -18,7 +18,7 @@ def register(commands, groups) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from poise.extras import require
+    from poise.api.extras import require
 
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     require("gui", "poise bench dashboard")

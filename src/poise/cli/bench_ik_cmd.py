@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from poise.cli.benchout import add_json_option, add_quiet_option
+from poise.benchmarks.benchout import add_json_option, add_quiet_option
 
 #: Kept here so ``poise --help`` does not import the benchmark (and Numba).
 METHODS = ("lm", "lm_numpy", "dls", "pinv", "transpose")
@@ -43,8 +43,8 @@ def cmd_bench_ik(args: argparse.Namespace) -> int:
     import sys
 
     from poise.benchmarks import rtb
+    from poise.benchmarks.benchout import emit
     from poise.benchmarks.ik_panda import format_table, planned_solves, run_ik_benchmark
-    from poise.cli.benchout import emit
     from poise.models import load_model
     from poise.progress import progress_bar
 

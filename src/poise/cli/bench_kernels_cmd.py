@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from poise.cli.benchout import add_json_option, add_quiet_option, emit
+from poise.benchmarks.benchout import add_json_option, add_quiet_option, emit
 
 
 def register(commands, groups) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 
-from poise.cli.benchout import add_json_option, emit
+from poise.benchmarks.benchout import add_json_option, emit
 
 
 def register(commands, groups) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from poise.cli.benchout import add_json_option, add_quiet_option, emit
+from poise.benchmarks.benchout import add_json_option, add_quiet_option, emit
 
 
 def register(commands: argparse._SubParsersAction, groups: dict) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from poise.cli.benchout import add_json_option, emit
+from poise.benchmarks.benchout import add_json_option, emit
 
 
 def register(commands, groups) -> None:
@@ -35,10 +35,11 @@ def register(commands, groups) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from poise.cli import main
     from poise.telemetry import stress
 
     result = stress.run(args.mqtt, rounds=args.rounds, flood=args.flood,
                         signals=args.signals, kills=args.kills, priority=args.priority,
                         behind=args.behind, retained=args.retained,
-                        disk_full=args.disk_full, truncate=args.truncate)
+                        disk_full=args.disk_full, truncate=args.truncate, poise=main)
     return emit(result, stress.table(result), args.json)

@@ -360,8 +360,8 @@ BUS_RETRIES = 5
 def _open_device(args, model):
     """The device of ``--device`` / ``--sensors`` (:func:`poise.devices.factory.open_device`,
     as ``poise run`` opens it); closed (and a virtual device stopped) on exit."""
+    from poise.api.rules import split_device
     from poise.controller.config import DeviceConfig
-    from poise.controller.rules import split_device
     from poise.devices.base import DeviceError
     from poise.devices.factory import open_device
 

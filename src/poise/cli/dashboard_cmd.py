@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     if args.screenshot and not os.environ.get("QT_QPA_PLATFORM") and not (
             os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
-    from poise.extras import require
+    from poise.api.extras import require
 
     require("gui", "poise dashboard")
     from poise.gui.app import run as run_dashboard

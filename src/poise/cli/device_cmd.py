@@ -225,7 +225,7 @@ def _make_device(args: argparse.Namespace) -> Any:
 
 def _cpu_list(text: str) -> frozenset[int]:
     """argparse type of ``--cpus``."""
-    from poise.controller.affinity import parse_cpus
+    from poise.devices.affinity import parse_cpus
 
     try:
         return parse_cpus(text)
@@ -236,7 +236,7 @@ def _cpu_list(text: str) -> frozenset[int]:
 def _pin(cpus: frozenset[int]) -> None:
     """Every thread of this process, and those it starts, on ``cpus`` (once the device has
     imported and built its plant, on every CPU); a refusal is said on stderr."""
-    from poise.controller.affinity import pin_process
+    from poise.devices.affinity import pin_process
 
     refused = pin_process(cpus)
     if refused:

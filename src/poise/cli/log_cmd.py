@@ -183,7 +183,7 @@ def run_info(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from poise.extras import require
+    from poise.api.extras import require
     from poise.progress import progress_bar
     from poise.telemetry.export import export, rows_to_export
 
@@ -205,7 +205,7 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def run_plot(args: argparse.Namespace) -> int:
-    from poise.extras import require
+    from poise.api.extras import require
     from poise.telemetry.export import plot
 
     require("plot", "poise log plot")

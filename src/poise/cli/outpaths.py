@@ -41,12 +41,12 @@ def check_image(path: str | os.PathLike[str], option: str) -> str | None:
     """Like :func:`check_output`, and the suffix must be a format matplotlib writes.
 
     Raises:
-        poise.extras.MissingExtra: matplotlib is not installed (``poise[plot]``).
+        poise.api.extras.MissingExtra: matplotlib is not installed (``poise[plot]``).
     """
     problem = check_output(path, option)
     if problem is not None:
         return problem
-    from poise.extras import require
+    from poise.api.extras import require
 
     require("plot", option)
     from matplotlib.backend_bases import FigureCanvasBase

@@ -29,7 +29,7 @@ def register(commands: argparse._SubParsersAction, groups: dict[str, Any]) -> No
 
 
 def cmd_held_set(args: argparse.Namespace) -> int:
-    from poise.extras import require
+    from poise.api.extras import require
 
     require("plot", "poise plot held-set")
     from poise.ik.result import InvalidInputError, as_vector

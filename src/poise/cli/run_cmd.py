@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from poise.controller.rules import ALGORITHMS, MODES
+from poise.api.rules import ALGORITHMS, MODES
 
 if TYPE_CHECKING:
     from poise.cli.stopflag import StopFlag
@@ -126,7 +126,7 @@ FLAG_KEYS = {
 
 def _gain(text: str) -> float | str:
     """A ``--gamma`` value: a number, or ``auto`` (checked with the rules at load)."""
-    from poise.controller.rules import AUTO
+    from poise.api.rules import AUTO
 
     if text == AUTO:
         return text
@@ -168,10 +168,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, stop: StopFlag) -> int:
     """The run; ``stop`` becomes true on SIGINT/SIGTERM (polled, never a handler's work)."""
+    from poise.api.rules import RuleError, check_duration
     from poise.cli.compiling import CompileView
     from poise.controller.config import ConfigError, load_config
     from poise.controller.rtproc import StartupCancelled
-    from poise.controller.rules import RuleError, check_duration
     from poise.examples import resolve_config
 
     demo = args.config is None and args.model is None and args.device is None
@@ -447,7 +447,7 @@ def format_summary(s: dict[str, Any]) -> str:
 
 def stability_lines(params: dict[str, Any]) -> list[str]:
     """The summary's lines on the feedback gains' stability bound and the slowest structural
-    mode (:mod:`poise.controller.stability`), from the ``params`` dictionary."""
+    mode (:mod:`poise.motion.stability`), from the ``params`` dictionary."""
     st = params.get("stability")
     if not st:
         return []
@@ -466,7 +466,7 @@ def stability_lines(params: dict[str, Any]) -> list[str]:
 
 def follow_lines(s: dict[str, Any]) -> list[str]:
     """The summary's line on the model's predicted response feedback follows after the
-    current target's move (:mod:`poise.controller.reference`), where there is one."""
+    current target's move (:mod:`poise.motion.reference`), where there is one."""
     seconds = s.get("reference_s")
     if not seconds:
         return []

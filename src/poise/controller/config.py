@@ -33,16 +33,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from poise.controller.config_spec import (
-    MQTT_KEYS,
-    SERVO_KEYS,
-    may_be_empty,
-    setting,
-    table_keys,
-)
-from poise.controller.rules import (
+from poise.api.mqtt_config import MqttConfig
+from poise.api.rules import (
     ALGORITHMS,
     AUTO,
+    DEFAULT_LOOP_PRIORITY,
     GAIN_KEYS,
     MAX_DAMPING,
     MAX_RATE,
@@ -60,11 +55,17 @@ from poise.controller.rules import (
     check_rate,
     split_device,
 )
+from poise.api.topics import check_robot_id
+from poise.controller.config_spec import (
+    MQTT_KEYS,
+    SERVO_KEYS,
+    may_be_empty,
+    setting,
+    table_keys,
+)
 from poise.devices.dynamixel_config import ServoConfig, servos_from_config
 from poise.firmware_bridge.device import WATCHDOG_RANGE_MS
 from poise.models.spec import Key, Table
-from poise.telemetry.mqtt_config import MqttConfig
-from poise.telemetry.topics import check_robot_id
 
 
 class ConfigError(ValueError):
@@ -123,7 +124,7 @@ class ModelConfig:
                                     "experiment; default: the model's)", ge=0)
 
 
-#: How a rate gain given as ``"auto"`` behaves (:data:`poise.controller.rules.AUTO`).
+#: How a rate gain given as ``"auto"`` behaves (:data:`poise.api.rules.AUTO`).
 _AUTO_DOC = f", or '{AUTO}': a fraction of the feedback loop's stability bound"
 
 
@@ -175,7 +176,7 @@ class LoopConfig:
                                  "error is measured against the model's predicted response to "
                                  "the move (its sway included), not the fixed target, so "
                                  "feedback integrates only what the model did not predict "
-                                 "(poise.controller.reference); false: against the target")
+                                 "(poise.motion.reference); false: against the target")
     choose_move: bool = setting(
         True, "boolean",
         f"where the slowest structural mode is lightly damped (ζ < {ZETA_SHAPED:g}) "
@@ -183,10 +184,10 @@ class LoopConfig:
         "move's ends, each "
         "target's move is chosen on the model: ZV, ZVD or ZVDD at 1, 0.7 or 0.5 "
         "× the speed, slowed where the held configuration moves fast "
-        "(poise.controller.warp) or, with one passive coordinate, paused on the "
+        "(poise.motion.warp) or, with one passive coordinate, paused on the "
         "way as timed on the model so that nothing sways "
-        "(poise.controller.dwell): the one whose predicted response settles "
-        "first (a few seconds of planning; poise.controller.reference); false: "
+        "(poise.motion.dwell): the one whose predicted response settles "
+        "first (a few seconds of planning; poise.motion.reference); false: "
         "the configured shaper at full speed")
     switch_interval: float = setting(
         2e-4, "number", "sys.setswitchinterval while the loop runs [s]: how long another "
@@ -195,8 +196,9 @@ class LoopConfig:
     compiled: bool = setting(True, "boolean", "run the cycle on the compiled kernels "
                              "(poise.kernels, compiled or loaded from the cache at connect) "
                              "where the model's family has them; false: the numpy reference")
-    priority: int = setting(20, "integer", "SCHED_FIFO real-time priority of the loop thread "
-                            "and, with process = 'own', of the whole real-time process and its "
+    priority: int = setting(DEFAULT_LOOP_PRIORITY, "integer",
+                            "SCHED_FIFO real-time priority of the loop thread and, with "
+                            "process = 'own', of the whole real-time process and its "
                             "virtual device (1-99, where the OS grants it, else the normal "
                             "scheduler and the summary says why; docs/controller.md); 0: the "
                             "normal scheduler", ge=0, le=99)
@@ -211,7 +213,7 @@ class LoopConfig:
                          "the write (poise.controller.wirepath; needs compiled); false: each "
                          "frame is decoded into objects first")
     cpu: int = setting(-1, "integer", "the CPU the loop thread runs on; the virtual device "
-                       "runs on the others (Linux; poise.controller.affinity). -1: the last "
+                       "runs on the others (Linux; poise.devices.affinity). -1: the last "
                        "CPU this process may use, when it may use three or more; -2: pin "
                        "nothing", ge=-2)
     process: str = setting("own", "string", "own: the controller runs in a process of its own, "
@@ -300,7 +302,7 @@ class _Table:
     :meth:`get` checks a value against its :class:`~poise.models.spec.Key` (kind, range,
     choices) with the conventions of :mod:`poise.controller.config_spec`; :meth:`value` hands
     out the raw value (or the declared default) for keys a rule of
-    :mod:`poise.controller.rules` checks.
+    :mod:`poise.api.rules` checks.
     """
 
     def __init__(self, data: Any, name: str, source: str, origins: Mapping[str, str],
@@ -490,7 +492,7 @@ def _model(t: _Table, base: pathlib.Path | None) -> ModelConfig:
 
 
 def _algorithm(t: _Table, rate: float) -> AlgorithmConfig:
-    """``[algorithm]``; the gains are checked by :mod:`poise.controller.rules` against the
+    """``[algorithm]``; the gains are checked by :mod:`poise.api.rules` against the
     loop ``rate`` (the same rule as a ``gains`` command)."""
     t.check_keys()
     gains: dict[str, Any] = {}
@@ -535,7 +537,7 @@ def _limits(t: _Table) -> LimitsConfig:
 
 
 def _mqtt(t: _Table, base: pathlib.Path | None) -> MqttConfig:
-    """The ``[mqtt]`` table as the one :class:`~poise.telemetry.mqtt_config.MqttConfig`
+    """The ``[mqtt]`` table as the one :class:`~poise.api.mqtt_config.MqttConfig`
     (without ``url``: an embedded broker, ``embedded = True``)."""
     t.check_keys()
     url = t.get("url")

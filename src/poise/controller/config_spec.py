@@ -5,7 +5,7 @@ The keys of a table are declared once, where the value lands:
 * the tables that become dataclasses of :mod:`poise.controller.config` (``[device]``,
   ``[model]``, ``[algorithm]``, ``[loop]``, ``[limits]``, ``[log]``) declare each key on its
   dataclass field with :func:`setting`: default, kind, range and description in one line;
-* ``[mqtt]`` (read into :class:`~poise.telemetry.mqtt_config.MqttConfig`) and
+* ``[mqtt]`` (read into :class:`~poise.api.mqtt_config.MqttConfig`) and
   ``[[device.servos]]`` (read into :class:`~poise.devices.dynamixel_config.ServoConfig`) are
   declared here (:data:`MQTT_KEYS`, :data:`SERVO_KEYS`), their defaults taken from those
   classes' fields.
@@ -23,7 +23,7 @@ which differ from a model file's (:mod:`poise.models.spec`):
 * a key whose default is ``None`` may be left out (TOML has no null): the dataclass says what
   its absence means.
 
-Ranges that :mod:`poise.controller.rules` owns (the loop rate, the gains) are declared with its
+Ranges that :mod:`poise.api.rules` owns (the loop rate, the gains) are declared with its
 constants; the validator then checks them with its functions, so a value refused by a ``gains``
 command is refused in a file for the same reason. What one key cannot say (a gain ``<=
 loop.rate``, ``sensor_fault >= sensor_hold``, servos only with ``protocol = "dynamixel"``) is
@@ -35,9 +35,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from poise.api.mqtt_config import MAX_RATE_HZ, MqttConfig
 from poise.devices import dynamixel_config as dxl
 from poise.models.spec import Key, Kind
-from poise.telemetry.mqtt_config import MAX_RATE_HZ, MqttConfig
 
 #: Where :func:`setting` puts a field's declaration (``dataclasses.Field.metadata``).
 DECLARATION = "poise.config.key"
@@ -114,7 +114,7 @@ SERVO_KEYS: dict[str, Key] = {
 }
 
 #: ``[mqtt]``: telemetry and commands over MQTT (docs/mqtt.md), read into
-#: :class:`~poise.telemetry.mqtt_config.MqttConfig`; the broker URL's form is checked there.
+#: :class:`~poise.api.mqtt_config.MqttConfig`; the broker URL's form is checked there.
 MQTT_KEYS: dict[str, Key] = {
     "enabled": Key("boolean", "publish telemetry and take commands over MQTT",
                    default=field_default(MqttConfig, "enabled")),

@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from poise.controller.bus import Command, CommandResponse
+from poise.api.bus import Command, CommandResponse
 
 #: Commands executed at once in the receiving thread.
 URGENT = ("estop",)

@@ -22,8 +22,8 @@ A device that does not measure q (a servo bus alone) runs feed-forward only: the
 then the predicted q̄, started from the equilibrium at the measured actuator positions.
 
 Everything else (MQTT, logs, the GUI, ``submit``) runs in other threads and talks to the loop
-only through the immutable :class:`~poise.controller.params.LiveParams` reference (swapped
-atomically), the state machine, and bounded :class:`~poise.controller.bus.SampleQueue` s.
+only through the immutable :class:`~poise.motion.params.LiveParams` reference (swapped
+atomically), the state machine, and bounded :class:`~poise.api.bus.SampleQueue` s.
 """
 
 from __future__ import annotations
@@ -41,8 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from poise.controller.affinity import CpuPlan, pin_thread, plan_cpus
-from poise.controller.bus import (
+from poise.api.bus import (
     COMMAND_NAMES,
     ESTOP_CANCELLED,
     Command,
@@ -51,10 +50,13 @@ from poise.controller.bus import (
     Event,
     SubscriberHub,
 )
+from poise.api.state import LATCHED, State, StateMachine
 from poise.controller.config import Config, ConfigError, ControllerModel, build_model
 from poise.controller.dispatch import CommandDispatcher
 from poise.controller.gcpacing import CollectorPacing
-from poise.controller.params import (
+from poise.controller.timing import TimingStats
+from poise.devices.affinity import CpuPlan, pin_thread, plan_cpus
+from poise.motion.params import (
     LiveParams,
     ParamError,
     parse_target,
@@ -63,17 +65,15 @@ from poise.controller.params import (
     with_mode,
     with_plan,
 )
-from poise.controller.planner import TargetPlan, UnstableTarget
-from poise.controller.reference import choose_move, predicts
-from poise.controller.safety import SafetyLimits
-from poise.controller.state import LATCHED, State, StateMachine
-from poise.controller.step import ControlStep, StepFault, compiled_factory, kernel_pack
-from poise.controller.stepper import make_stepper
-from poise.controller.timing import TimingStats
+from poise.motion.planner import TargetPlan, UnstableTarget
+from poise.motion.reference import choose_move, predicts
+from poise.motion.safety import SafetyLimits
+from poise.motion.step import ControlStep, StepFault, compiled_factory, kernel_pack
+from poise.motion.stepper import make_stepper
 
 if TYPE_CHECKING:
-    from poise.controller.simdevice import SimDevice
     from poise.controller.wirepath import WirePath
+    from poise.devices.simdevice import SimDevice
     from poise.kernels.packed import PackedModel
     from poise.kernels.warmup import WarmUpProgress, WarmUpStep
     from poise.kernels.wire import WireBuffers
@@ -130,12 +130,12 @@ class Controller(SubscriberHub):
                  launched: SimDevice | None = None) -> None:
         self.config = config
         #: Where the loop thread and the virtual device run (``loop.cpu``), or why nothing
-        #: is pinned (:func:`~poise.controller.affinity.plan_cpus`).
+        #: is pinned (:func:`~poise.devices.affinity.plan_cpus`).
         self.cpu_plan: CpuPlan | None
         self.cpu_plan, self._unpinned = plan_cpus(config.loop.cpu)
         self.model_info = model or build_model(config.model)
         self.model = self.model_info.model
-        #: The robot's reach [m]: bounds the targets accepted (poise.controller.rules).
+        #: The robot's reach [m]: bounds the targets accepted (poise.api.rules).
         self.reach: float | None = getattr(self.model, "reach", None)
         self.period = 1.0 / config.loop.rate
         SubscriberHub.__init__(self)
@@ -169,7 +169,7 @@ class Controller(SubscriberHub):
         self.limits = SafetyLimits.build(self.model.m, self.model.qa_min, self.model.qa_max,
                                          config.limits.qa_min, config.limits.qa_max,
                                          config.limits.qa_rate)
-        #: The cycle's computation (pure; see poise.controller.step).
+        #: The cycle's computation (pure; see poise.motion.step).
         self.step = ControlStep(self.model, self.limits, self.period,
                                 effort_feedforward=config.loop.effort_feedforward,
                                 shaper=config.loop.shaper)
@@ -205,7 +205,7 @@ class Controller(SubscriberHub):
 
     @property
     def state(self) -> State:
-        """The current :class:`~poise.controller.state.State`."""
+        """The current :class:`~poise.api.state.State`."""
         return self._sm.state
 
     @property
@@ -707,7 +707,7 @@ class Controller(SubscriberHub):
 
     def _derive(self, c: Command, p: LiveParams, plan: TargetPlan | None) -> LiveParams:
         """The parameters after command ``c`` (target, gains, algorithm, mode), checked:
-        gains within the stability bound (:mod:`poise.controller.params`)."""
+        gains within the stability bound (:mod:`poise.motion.params`)."""
         if plan is not None:
             return with_plan(p, plan)
         if c.name == "gains":
@@ -725,7 +725,7 @@ class Controller(SubscriberHub):
         return self.submit(Command("target", target, source=source))
 
     def _plan_for(self, target: np.ndarray) -> TargetPlan:
-        """The offline plan of ``target`` (see :mod:`poise.controller.planner`); an unstable
+        """The offline plan of ``target`` (see :mod:`poise.motion.planner`); an unstable
         target is refused."""
         try:
             return self.step.make_plan(target, self._last.get("q"),
@@ -736,7 +736,7 @@ class Controller(SubscriberHub):
     def _choose_move(self, plan: TargetPlan, params: LiveParams,
                      q_start: np.ndarray | None) -> TargetPlan:
         """``plan`` with its move from ``q_start`` chosen on the model and the predicted
-        response feedback follows after it (:func:`~poise.controller.reference.choose_move`).
+        response feedback follows after it (:func:`~poise.motion.reference.choose_move`).
         """
         return choose_move(plan, q_start, params, self.config, self.model, self.limits,
                            self.step.stepper_factory)

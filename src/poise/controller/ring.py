@@ -1,6 +1,6 @@
 """Cycle records in shared memory: one writer process, any number of reader processes.
 
-:class:`CycleRing` is a fixed-size ring of :class:`~poise.controller.bus.CycleSample` records
+:class:`CycleRing` is a fixed-size ring of :class:`~poise.api.bus.CycleSample` records
 in a :class:`multiprocessing.shared_memory.SharedMemory` segment. The real-time process writes
 one record per cycle; telemetry, logs and the dashboard read them in other processes, each at
 its own pace, and never slow the writer down (the writer never waits for a reader, a slow
@@ -40,8 +40,8 @@ from typing import Any
 
 import numpy as np
 
-from poise.controller.bus import CycleSample
-from poise.controller.state import State
+from poise.api.bus import CycleSample
+from poise.api.state import State
 
 MAGIC = 0x706F697365524E47  # "poiseRNG"
 VERSION = 1

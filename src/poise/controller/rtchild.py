@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from poise.controller.bus import ESTOP_CANCELLED, Command, CommandResponse, CycleSample
+from poise.api.bus import ESTOP_CANCELLED, Command, CommandResponse, CycleSample
+from poise.api.state import State
 from poise.controller.config import Config, ConfigError
 from poise.controller.ring import CycleRing, RingError
-from poise.controller.state import State
 from poise.firmware_bridge.lifetime import fifo, normal_scheduler, parent_alive, watch_parent
 
 if TYPE_CHECKING:
-    from poise.controller.simdevice import SimDevice
+    from poise.devices.simdevice import SimDevice
 
 #: How often the child's event thread looks for a changed ``params`` or plan when no event
 #: wakes it [Hz] (cycle records go into the ring from the loop thread itself).
@@ -195,18 +195,17 @@ class _Child:
         reply(response)
         self.send(("urgent", response.id))
 
-    def serve_urgent(self, config: Any, priority: int, device: str = "") -> bool:
-        """Start (once) the e-stop's own MQTT connection in this process; it publishes
-        ``$state`` itself once an e-stop has latched (``device`` in it)."""
+    def serve_urgent(self, config: Any, priority: int, device: str,
+                     starter: Callable[..., Any]) -> bool:
+        """Start (once) the e-stop's own MQTT connection in this process with ``starter``
+        (the telemetry layer's :func:`~poise.telemetry.urgent.serve_in_process`); it
+        publishes ``$state`` itself once an e-stop has latched (``device`` in it)."""
         if self.urgent is None:
-            from poise.telemetry.urgent import UrgentListener, state_payload
-
-            self.urgent = UrgentListener(
-                config, self.post_urgent, priority=priority,
-                on_connected=lambda up: self.send(("urgent_conn", up)),
-                observe=lambda response: self.send(("urgent_answer", response)),
-                states=(self.ctl.events(history=False),
-                        state_payload(self.ctl, device, config.url))).start()
+            self.urgent = starter(config, self.ctl, self.post_urgent, priority=priority,
+                                  device=device,
+                                  on_connected=lambda up: self.send(("urgent_conn", up)),
+                                  observe=lambda response: self.send(("urgent_answer",
+                                                                      response)))
         return True
 
     def stop_urgent(self) -> bool:
@@ -258,7 +257,7 @@ def child_main(config: Config, ring_name: str, down: connection.Connection,
     """The real-time process's main thread (after :func:`poise.controller.rtboot.boot`):
     ``built`` once its controller is, ``hello`` when it serves. ``gain_origins``: check the
     configuration's gains against the stability bound in between (see
-    :func:`~poise.controller.params.check_configured_gains`; a refusal is a ``ConfigError``
+    :func:`~poise.controller.gains.check_configured_gains`; a refusal is a ``ConfigError``
     in the parent). ``launched``: the virtual device the boot started (its imports and plant
     overlap ours; it takes its real-time priority, one below ours, once started)."""
     # signal handlers only note the signal (an Event.set there could deadlock on the
@@ -296,7 +295,7 @@ def child_main(config: Config, ring_name: str, down: connection.Connection,
             ctl.prepare_kernels(progress=lambda p: _tell(up, ("progress", p)))
     try:
         if gain_origins is not None:
-            from poise.controller.params import check_configured_gains
+            from poise.controller.gains import check_configured_gains
 
             with normal_scheduler():
                 check_configured_gains(config, ctl.model, origins=gain_origins)

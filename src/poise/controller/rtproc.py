@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from poise.controller.bus import (
+from poise.api.bus import (
     ESTOP_CANCELLED,
     Command,
     CommandResponse,
@@ -64,6 +64,7 @@ from poise.controller.bus import (
     Event,
     SubscriberHub,
 )
+from poise.api.state import LATCHED, State
 from poise.controller.config import Config, ConfigError, build_model
 from poise.controller.dispatch import CommandDispatcher
 from poise.controller.ring import DEFAULT_CAPACITY, CycleRing, RingError
@@ -75,14 +76,13 @@ from poise.controller.rtchild import (
     clean,
     plain,
 )
-from poise.controller.state import LATCHED, State
 
 if TYPE_CHECKING:  # imported where used: spawning the child needs neither (SciPy)
-    from poise.controller.params import LiveParams, ParamError
-    from poise.controller.planner import TargetPlan
-    from poise.controller.safety import SafetyLimits
-    from poise.controller.stepper import Stepper
     from poise.models.base import MechanicalModel
+    from poise.motion.params import LiveParams, ParamError
+    from poise.motion.planner import TargetPlan
+    from poise.motion.safety import SafetyLimits
+    from poise.motion.stepper import Stepper
 
 #: How often the parent polls the ring when nothing else wakes it [s].
 POLL = 0.005
@@ -126,7 +126,7 @@ class _ChildUrgent:
 def _early_device(config: Config) -> dict[str, Any] | None:
     """What the real-time process launches first: the virtual device of ``config`` (``port =
     "sim"``), on the CPUs the control loop leaves (``loop.cpu``); else None."""
-    from poise.controller.affinity import plan_cpus
+    from poise.devices.affinity import plan_cpus
     from poise.devices.factory import early_device_spec
 
     plan = plan_cpus(config.loop.cpu)[0]
@@ -150,7 +150,7 @@ class RealtimeController(SubscriberHub):
             needs is loaded already): a gain at or above its bound is raised here as a
             :class:`ConfigError`. ``origins``: the command-line
             overrides, so that the message names the flag (see
-            :func:`~poise.controller.params.check_configured_gains`).
+            :func:`~poise.controller.gains.check_configured_gains`).
         progress: called (in a thread of this object) with each step of a first start's
             compile, which the child runs before it reports itself started
             (:class:`~poise.kernels.warmup.KernelProgress`; a start from the cache reports
@@ -228,7 +228,7 @@ class RealtimeController(SubscriberHub):
                 c.close()
         # after the spawn: the child imports and builds while this process loads the
         # parameters' stability machinery (SciPy)
-        from poise.controller.params import LiveParams
+        from poise.motion.params import LiveParams
 
         target = config.algorithm.target
         self._params = LiveParams.from_config(config, np.asarray(
@@ -394,9 +394,10 @@ class RealtimeController(SubscriberHub):
 
     def serve_urgent(self, mqtt: Any, priority: int,
                      on_answer: Callable[[CommandResponse], None],
-                     device: str = "") -> _ChildUrgent:
-        """Serve MQTT e-stops in the real-time process itself (a connection of its own,
-        :class:`~poise.telemetry.urgent.UrgentListener`): from the socket to the device
+                     device: str = "", *, starter: Callable[..., Any]) -> _ChildUrgent:
+        """Serve MQTT e-stops in the real-time process itself (a connection of its own, which
+        ``starter`` opens there: :func:`poise.telemetry.urgent.serve_in_process`, a
+        module-level function sent by reference): from the socket to the device
         without this process's GIL, which a flood of commands here holds. The child answers
         them and publishes ``$state`` (``device`` in it) once each has latched;
         ``on_answer`` is told each answer (in the reader thread; must not block).
@@ -406,7 +407,7 @@ class RealtimeController(SubscriberHub):
         """
         handle = _ChildUrgent(self, on_answer)
         self._urgent = handle
-        self._call("serve_urgent", mqtt, priority, device, timeout=10.0)
+        self._call("serve_urgent", mqtt, priority, device, starter, timeout=10.0)
         return handle
 
     # ------------------------------------------------------------------ summary, close
@@ -529,8 +530,8 @@ class RealtimeController(SubscriberHub):
         s = self._last_sample
         if command.name != "target" or self._state != State.RUNNING or s is None:
             return None
-        from poise.controller.params import ParamError, parse_target
-        from poise.controller.planner import UnstableTarget, plan_target
+        from poise.motion.params import ParamError, parse_target
+        from poise.motion.planner import UnstableTarget, plan_target
 
         try:
             target = parse_target(command.value, self.model.task_dim, self.reach)
@@ -550,12 +551,12 @@ class RealtimeController(SubscriberHub):
 
     def _choose_move(self, plan: TargetPlan, q_bar: np.ndarray) -> TargetPlan:
         """``plan`` with its move from ``q_bar`` chosen on the model and the predicted
-        response feedback follows after it (:func:`~poise.controller.reference.choose_move`),
+        response feedback follows after it (:func:`~poise.motion.reference.choose_move`),
         computed here (with this process's own compiled steppers, loaded at the first use)
         rather than beside the loop; ``plan`` itself before the child reported its limits
         or when the parameters at the target are refused (the child refuses them too)."""
-        from poise.controller.params import ParamError, with_plan
-        from poise.controller.reference import choose_move
+        from poise.motion.params import ParamError, with_plan
+        from poise.motion.reference import choose_move
 
         limits = self._limits
         if limits is None:
@@ -571,7 +572,7 @@ class RealtimeController(SubscriberHub):
         """This process's compiled steppers (loaded at the first use)."""
         with self._factory_lock:
             if self._factory is None:
-                from poise.controller.step import stepper_factory
+                from poise.motion.step import stepper_factory
 
                 self._factory = stepper_factory(self.model, self.config.loop.compiled)[0]
             return self._factory
@@ -582,7 +583,7 @@ class RealtimeController(SubscriberHub):
         about 1.5 s later than the next ones): the child's first plan's goal planned again
         here, the result dropped. A failure is only a warm-up that did not happen: the first
         command plans, and reports, for itself."""
-        from poise.controller.planner import plan_target
+        from poise.motion.planner import plan_target
 
         with contextlib.suppress(Exception):
             self._steppers()
@@ -803,8 +804,8 @@ def make_controller(config: Config, cancelled: Callable[[], bool] | None = None,
     if config.loop.process == "own":
         return RealtimeController(config, cancelled=cancelled, check_gains=check_gains,
                                   origins=origins, progress=progress)
+    from poise.controller.gains import check_configured_gains
     from poise.controller.loop import Controller
-    from poise.controller.params import check_configured_gains
 
     ctl = Controller(config)
     with contextlib.suppress(Exception):  # a failure is connect's to report (it retries)

@@ -20,13 +20,13 @@ from __future__ import annotations
 import numpy as np
 
 from poise.controller.config import Config, ControllerModel, build_model
-from poise.controller.params import LiveParams, with_plan
-from poise.controller.reference import choose_move
-from poise.controller.safety import SafetyLimits
-from poise.controller.step import ControlStep, StepOutput, stepper_factory
 from poise.devices.base import Status
 from poise.devices.inprocess import SimulatedDevice
 from poise.models.base import FloatArray
+from poise.motion.params import LiveParams, with_plan
+from poise.motion.reference import choose_move
+from poise.motion.safety import SafetyLimits
+from poise.motion.step import ControlStep, StepOutput, stepper_factory
 from poise.sim.plant import SimPlant, make_plant
 
 

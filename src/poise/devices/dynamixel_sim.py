@@ -419,9 +419,9 @@ def serve_dynamixel_sim(model: str, rate: float = 1000.0, **kwargs: object
 def default_fifo_priority() -> int:
     """The command line bus's ``SCHED_FIFO`` priority: one below a controller's default
     ``loop.priority``, as the virtual device a controller starts itself."""
-    from poise.controller.config import LoopConfig
+    from poise.api.rules import DEFAULT_LOOP_PRIORITY
 
-    return max(0, LoopConfig().priority - 1)
+    return max(0, DEFAULT_LOOP_PRIORITY - 1)
 
 
 def _realtime(priority: int | None) -> None:

@@ -27,8 +27,8 @@ from poise.firmware_bridge import messages as msg
 
 if TYPE_CHECKING:  # the controller imports this module: no import back at run time
     from poise.controller.config import DeviceConfig
-    from poise.controller.simdevice import SimDevice
     from poise.devices.dynamixel_config import ServoConfig
+    from poise.devices.simdevice import SimDevice
 
 #: A joint-sensor board gets no setpoints: heartbeats keep its watchdog fed [s].
 SENSOR_HEARTBEAT = 0.05
@@ -92,7 +92,7 @@ def open_device(cfg: DeviceConfig, *, model: str, m: int, rate: float,
 def virtual_device_spec(cfg: DeviceConfig, *, model: str, rate: float,
                         fifo_priority: int | None = None,
                         cpus: frozenset[int] | None = None) -> dict[str, Any]:
-    """The keyword arguments of :class:`~poise.controller.simdevice.SimDevice` for the virtual
+    """The keyword arguments of :class:`~poise.devices.simdevice.SimDevice` for the virtual
     device (``poise device sim``) of a ``port = "sim"`` table: ``cfg.sim_model`` or ``model``
     at ``rate`` Hz, its ``sim_params`` and ``sim_args``, on the CPUs ``cpus`` (``None``:
     any). Plain values: the real-time process gets them before it imports anything else."""
@@ -105,7 +105,7 @@ def virtual_device(cfg: DeviceConfig, *, model: str, rate: float,
                    cpus: frozenset[int] | None = None) -> SimDevice:
     """The virtual device of a ``port = "sim"`` table (:func:`virtual_device_spec`), not
     started."""
-    from poise.controller.simdevice import SimDevice
+    from poise.devices.simdevice import SimDevice
 
     return SimDevice(**virtual_device_spec(cfg, model=model, rate=rate,
                                            fifo_priority=fifo_priority, cpus=cpus))
@@ -113,14 +113,14 @@ def virtual_device(cfg: DeviceConfig, *, model: str, rate: float,
 
 def early_device_spec(cfg: DeviceConfig, *, model: str, rate: float, priority: int,
                       cpus: frozenset[int] | None = None) -> dict[str, Any] | None:
-    """What the real-time process launches first (:func:`~poise.controller.simdevice.
+    """What the real-time process launches first (:func:`~poise.devices.simdevice.
     launch_early`), when the table asks for a virtual device (``port = "sim"``, poise
     protocol); else None. Its start-up (a Python process, its imports, its plant's kernels:
     about a second) then overlaps the controller's own; :func:`open_device` (``launched=``)
     waits for it. ``priority``: the controller's ``SCHED_FIFO`` priority
     (``loop.priority``); the device takes one below once started, and starts at the
     scheduler of its launcher, which launches it before taking its own. ``cpus``: the CPUs
-    it runs on (``None``: any; :mod:`poise.controller.affinity`)."""
+    it runs on (``None``: any; :mod:`poise.devices.affinity`)."""
     if cfg.port != "sim" or cfg.protocol != "poise":
         return None
     return virtual_device_spec(cfg, model=model, rate=rate,
@@ -129,7 +129,7 @@ def early_device_spec(cfg: DeviceConfig, *, model: str, rate: float, priority: i
 
 def _open_sim(sim: SimDevice, *, on_fault: Callable[[msg.Fault], None] | None,
               reconnect: bool, baud: int, timeout: float) -> Opened:
-    from poise.controller.simdevice import SimDeviceError
+    from poise.devices.simdevice import SimDeviceError
     from poise.devices.wire import WireDevice
 
     try:

@@ -1,6 +1,6 @@
 """Tie a helper process's life to its parent's: the virtual device must not outlive ``poise run``.
 
-A ``poise device sim`` started by :class:`~poise.controller.simdevice.SimDevice` (or by
+A ``poise device sim`` started by :class:`~poise.devices.simdevice.SimDevice` (or by
 ``poise calibrate --device sim``) is told its parent's pid (``--parent-pid``). When the parent
 dies — even by SIGKILL, which runs none of its clean-up — the device must stop too, or it keeps
 streaming into a pty nobody reads, at full CPU, under PID 1, forever.

@@ -1,5 +1,5 @@
 """The dashboard's side of MQTT: which broker (:class:`BrokerURL`) and which robot to follow
-(no Qt, no network). The topic contract itself has one module, :mod:`poise.telemetry.topics`
+(no Qt, no network). The topic contract itself has one module, :mod:`poise.api.topics`
 (service and dashboard alike); its contents, for reference:
 
 Everything lives under ``poise/<robot_id>/``:
@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from poise.telemetry.mqtt_config import MqttConfig
+from poise.api.mqtt_config import MqttConfig
 
 #: Topics of the selected robot the dashboard subscribes to (besides ``+/$state``).
 ROBOT_TOPICS = ("telemetry", "params", "model", "response", "events")
@@ -64,7 +64,7 @@ class BrokerURL:
     @classmethod
     def parse(cls, url: str) -> BrokerURL:
         """Parse a URL; a bare ``host`` or ``host:port`` is accepted too (the service's one
-        parser, :meth:`poise.telemetry.mqtt_config.MqttConfig.from_url`)."""
+        parser, :meth:`poise.api.mqtt_config.MqttConfig.from_url`)."""
         try:
             at = MqttConfig.from_url(url)
         except ValueError as exc:

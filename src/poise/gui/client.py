@@ -28,8 +28,8 @@ import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
 from PySide6 import QtCore
 
+from poise.api.topics import command_topic, decode, split_topic, topic
 from poise.gui.broker import ROBOT_TOPICS, BrokerURL
-from poise.telemetry.topics import command_topic, decode, split_topic, topic
 
 
 class MqttLink(QtCore.QObject):

@@ -14,7 +14,7 @@ from typing import Any
 
 from PySide6 import QtCore, QtGui, QtWidgets
 
-from poise.controller.rules import (
+from poise.api.rules import (
     ALGORITHMS,
     AUTO,
     MODES,
@@ -23,7 +23,7 @@ from poise.controller.rules import (
     check_gain_bound,
 )
 
-#: The gains the dashboard edits: the rate gains and λ (names owned by poise.controller.rules).
+#: The gains the dashboard edits: the rate gains and λ (names owned by poise.api.rules).
 GAIN_KEYS = (*RATE_GAINS, "damping")
 GAIN_TIPS = {
     "gamma": "Γ: task gain of Algorithm 1 and classic IK [1/s]",
@@ -266,7 +266,7 @@ class ControlPanel(QtWidgets.QWidget):
 
     def _show_stability(self, params: dict[str, Any]) -> None:
         """The bounds of the live gains in the live mode and the slowest structural mode
-        (``params["stability"]``, :class:`poise.controller.bounds.StabilityReport`)."""
+        (``params["stability"]``, :class:`poise.motion.bounds.StabilityReport`)."""
         st = params.get("stability")
         if not isinstance(st, dict):
             self._bounds, self._why = {}, ""

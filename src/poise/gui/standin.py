@@ -25,13 +25,13 @@ import numpy as np
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
 
-from poise.controller.rules import ALGORITHMS, MODES
+from poise.api.rules import ALGORITHMS, MODES
+from poise.api.topics import split_topic, topic
 from poise.gui.broker import DEFAULT_URL, BrokerURL
 from poise.ik.held import algorithm1_step
 from poise.ik.statics import solve_statics
 from poise.models import load_model
 from poise.models.actuation import Gu, split
-from poise.telemetry.topics import split_topic, topic
 
 RETAINED = ("$state", "params", "model")
 

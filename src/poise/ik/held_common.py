@@ -193,11 +193,11 @@ def _stalled(history: list[float], window: int) -> bool:
 
 
 def compiled_solvers(model: MechanicalModel, compiled: bool) -> Any:
-    """The compiled solvers of ``model`` (:class:`poise.kernels.solvers.HeldKernels`), or None
+    """The compiled solvers of ``model`` (:class:`poise.ik.held_kernels.HeldKernels`), or None
     when not asked for or the model's family has no kernels."""
     if not compiled:
         return None
-    from poise.kernels.solvers import held_kernels
+    from poise.ik.held_kernels import held_kernels
 
     return held_kernels(model)
 

@@ -36,11 +36,10 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
+from poise.api.numerics import LIMIT_TOL
 from poise.ik.dls import damped_pinv
 from poise.models.base import FloatArray, MechanicalModel
 
-#: An actuator within this distance of a limit is at it [actuator units, m or rad].
-LIMIT_TOL = 1e-10
 #: Grid of :func:`restart_starts`: fractions of each actuator's range.
 GRID_FRACTIONS = (0.25, 0.5, 0.75)
 #: Largest full grid (3^m points); more actuators get the centre and the 2m axis points.

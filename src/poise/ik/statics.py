@@ -23,19 +23,14 @@ from typing import Literal
 
 import numpy as np
 
+from poise.api.numerics import MAX_ITER, MIN_CURVATURE, NEGATIVE_CURVATURE_STEP, SINGULAR_EIG
 from poise.models.actuation import blocks, join, split
 from poise.models.base import FloatArray, MechanicalModel
 
 Verdict = Literal["stable", "unstable", "singular"]
 
-#: |eigenvalue| of ``H_uu`` below which the equilibrium is called singular [N·m/rad].
-SINGULAR_EIG = 1e-9
-#: Defaults of :func:`solve_statics` (the compiled solver of :mod:`poise.kernels.held_solve`
-#: uses the same): Newton iteration cap, eigenvalue floor of the modified Hessian
-#: [N·m/rad], step along negative curvature [units of ``qu``].
-MAX_ITER = 60
-MIN_CURVATURE = 1e-6
-NEGATIVE_CURVATURE_STEP = 0.1
+# SINGULAR_EIG and the defaults of :func:`solve_statics` (MAX_ITER, MIN_CURVATURE,
+# NEGATIVE_CURVATURE_STEP) are shared with the compiled solver: :mod:`poise.api.numerics`.
 
 
 @dataclass(frozen=True)

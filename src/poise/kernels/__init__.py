@@ -1,11 +1,12 @@
 """Compiled (Numba) kernels of the per-cycle numerics (see ``docs/kernels.md``).
 
 The readable numpy implementation (:mod:`poise.models`, :mod:`poise.ik`,
-:mod:`poise.controller.stepper`, :mod:`poise.sim.dynamics`) stays the reference; these kernels
+:mod:`poise.motion.stepper`, :mod:`poise.sim.dynamics`) stays the reference; these kernels
 compute the same quantities on a model packed into plain arrays, and ``tests/test_kernels.py``
 compares the two. Families with kernels: ``planar_tree``, ``planar_pcc``.
 
-    from poise.kernels import pack, warm_up, make_compiled_stepper
+    from poise.kernels import pack, warm_up
+    from poise.motion import make_compiled_stepper   # the compiled steppers (motion layer)
     packed = pack(model)                     # NoKernelsError for other families
     print(warm_up(packed).summary())         # compile (or load) before the first cycle
     stepper = make_compiled_stepper("alg1", model, packed)   # None without kernels
@@ -16,8 +17,7 @@ by family), :mod:`~poise.kernels.packed` (``pack``), :mod:`~poise.kernels.blocks
 blocks in a state vector), :mod:`~poise.kernels.steps` (the cycle steps and the simulator's
 right-hand side), :mod:`~poise.kernels.guard` (a cycle's anti-windup and safety layer),
 :mod:`~poise.kernels.cycle` (a whole cycle in one call: h(q), the step, the guard, the commit),
-:mod:`~poise.kernels.steppers` (the stepper interface),
-:mod:`~poise.kernels.held_solve` and :mod:`~poise.kernels.solvers` (the offline solves of
+:mod:`~poise.kernels.held_solve` (the offline solves of
 :func:`poise.ik.held.algorithm1` and :func:`~poise.ik.held.algorithm2`),
 :mod:`~poise.kernels.dh_chain` and :mod:`~poise.kernels.dh_ik` (serial-chain kinematics and
 the Levenberg–Marquardt IK solve of :mod:`poise.ik.clik_compiled`),
@@ -40,13 +40,6 @@ from poise.kernels import (
     wire,
 )
 from poise.kernels.packed import PACKERS, NoKernelsError, PackedModel, has_kernels, pack
-from poise.kernels.steppers import (
-    CompiledAlg1Stepper,
-    CompiledAlg2Stepper,
-    CompiledPlainStepper,
-    CompiledStepper,
-    make_compiled_stepper,
-)
 from poise.kernels.warmup import WarmUpReport, warm_up
 
 #: Every module of compiled functions, whose stale cache :func:`cache.ensure_fresh` removes.
@@ -57,16 +50,11 @@ cache.ensure_fresh(cache.dispatchers(KERNEL_MODULES))
 __all__ = [
     "KERNEL_MODULES",
     "PACKERS",
-    "CompiledAlg1Stepper",
-    "CompiledAlg2Stepper",
-    "CompiledPlainStepper",
-    "CompiledStepper",
     "NoKernelsError",
     "PackedModel",
     "WarmUpReport",
     "family",
     "has_kernels",
-    "make_compiled_stepper",
     "pack",
     "warm_up",
 ]

@@ -9,7 +9,7 @@ cycle's IK time on the 2-core machine went there and to the Python between the c
 
 The arithmetic is the four kernels' own (they are called, not rewritten), so the result is
 the one the separate calls give; ``tests/test_kernels.py`` checks it against them and, through
-:class:`~poise.controller.step.ControlStep`, against the numpy reference.
+:class:`~poise.motion.step.ControlStep`, against the numpy reference.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The part of a control cycle between the IK's proposal and the commit, compiled.
 
-:meth:`poise.controller.step.ControlStep.update` passes every proposal through the same chain:
+:meth:`poise.motion.step.ControlStep.update` passes every proposal through the same chain:
 the NaN guard on the IK's output, the approach move that replaces it while a plan's goal is
-being approached, the feedback anti-windup (:meth:`~poise.controller.step.ControlStep._anti_windup`)
-and the safety layer (:func:`poise.controller.safety.limit_setpoint`). In numpy that chain is
+being approached, the feedback anti-windup (:meth:`~poise.motion.step.ControlStep._anti_windup`)
+and the safety layer (:func:`poise.motion.safety.limit_setpoint`). In numpy that chain is
 some forty small-array calls (~35 µs a cycle on the 2-core reference machine); here it is one
 call. The numpy functions stay the reference: ``tests/test_kernels.py`` compares the two.
 """

@@ -6,7 +6,7 @@ kernel): :func:`statics_solve` is :func:`poise.ik.statics.solve_statics` on its 
 down negative curvature, Armijo backtracking on ``U``); :func:`alg1_attempt` and
 :func:`alg2_attempt` are one attempt of :func:`poise.ik.held.algorithm1` and
 :func:`poise.ik.held.algorithm2` from one start (the restarts, the verdicts ``unreachable`` /
-``stalled at a limit`` and the result are made in Python, :mod:`poise.kernels.solvers`).
+``stalled at a limit`` and the result are made in Python, :mod:`poise.ik.held_kernels`).
 
 A solve runs entirely in compiled code: the blocks of every iterate come from the family's
 fused ``statics_terms`` (:mod:`poise.kernels.blocks`), the small solves from
@@ -26,7 +26,7 @@ import math
 import numpy as np
 from numba import njit
 
-from poise.ik.statics import SINGULAR_EIG
+from poise.api.numerics import SINGULAR_EIG
 from poise.kernels import family
 from poise.kernels.blocks import offsets, state_at, unpack
 from poise.kernels.linalg import eigh, norm, smallest_singular

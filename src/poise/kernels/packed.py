@@ -13,9 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from poise.kernels import family
 from poise.kernels.planar_pcc import pack_pcc
 from poise.kernels.planar_tree import pack_tree
+from poise.models.base import FloatArray
 
 
 class NoKernelsError(ValueError):
@@ -70,3 +73,12 @@ def pack(model: Any) -> PackedModel:
     return PackedModel(name=str(model.name), family=str(fam), n=int(model.n), m=int(model.m),
                        task_dim=int(model.task_dim), arrays=arrays,
                        args=family.remember(arrays))
+
+
+def f64(a: Any) -> FloatArray:
+    """``a`` as a writable C-contiguous float64 array: the one argument type the kernels are
+    compiled for, so a read-only or integer input never triggers a compile inside a cycle."""
+    if (type(a) is np.ndarray and a.dtype == np.float64 and a.flags.c_contiguous
+            and a.flags.writeable):
+        return a
+    return np.array(a, dtype=np.float64)

@@ -1,6 +1,6 @@
 """One control cycle of Algorithm 1, Algorithm 2 and plain CLIK, compiled.
 
-The same arithmetic as :mod:`poise.controller.stepper` (the numpy reference, see its module
+The same arithmetic as :mod:`poise.motion.stepper` (the numpy reference, see its module
 docstring) on a stepper state vector (:mod:`poise.kernels.blocks`). The kernels called from
 Python: :func:`blocks` (a state at ``q``), :func:`propose` and :func:`commit` (one cycle, any
 algorithm), :func:`acceleration` (the simulator), :func:`fk` and :func:`G`; all but
@@ -24,7 +24,7 @@ import math
 import numpy as np
 from numba import njit
 
-from poise.ik.held_limits import LIMIT_TOL as _LIMIT_TOL
+from poise.api.numerics import LIMIT_TOL as _LIMIT_TOL
 from poise.kernels import family
 from poise.kernels.blocks import fill, offsets, state_at, unpack
 from poise.kernels.linalg import (
@@ -45,12 +45,12 @@ OK = 0
 SINGULAR = 1
 FALLBACK = 2
 
-#: An actuator within this distance of a limit is at it (:data:`poise.ik.held_limits.LIMIT_TOL`).
+#: An actuator within this distance of a limit is at it (:data:`poise.api.numerics.LIMIT_TOL`).
 LIMIT_TOL = _LIMIT_TOL
 
 #: Algorithm 1 update laws, by the names of :data:`poise.ik.held.Update`.
 UPDATE_CODES = {"inverse": 0, "pinv": 1, "dls": 2, "transpose": 3}
-#: The steppers, by the names of :data:`poise.controller.stepper.STEPPERS`.
+#: The steppers, by the names of :data:`poise.motion.stepper.STEPPERS`.
 ALGORITHM_CODES = {"alg1": 0, "alg2": 1, "plain": 2}
 
 

@@ -216,9 +216,9 @@ def _stepwise_steps(name: str, code: int, made: dict[str, np.ndarray], args: tup
 
 
 def solver_steps(packed: PackedModel) -> list[WarmUpStep]:
-    """The offline solves' kernels, with the argument types :mod:`poise.kernels.solvers`
+    """The offline solves' kernels, with the argument types :mod:`poise.ik.held_kernels`
     passes (one iteration each: compiling is what takes time)."""
-    from poise.ik import statics as ref
+    from poise.api import numerics as ref
 
     n, m, k = packed.n, packed.m, packed.task_dim
     args = packed.args

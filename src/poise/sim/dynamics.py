@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from poise.lapack import posv
+from poise.kernels.lapack import posv
 from poise.models.base import FloatArray, MechanicalModel
 
 Terms = Callable[[FloatArray, FloatArray], tuple[FloatArray, FloatArray, FloatArray]]

@@ -35,13 +35,14 @@ from typing import Any
 
 import numpy as np
 
-from poise.controller.bus import Command, CycleSample, SampleQueue
+from poise.api.bus import Command, CycleSample, SampleQueue
+from poise.api.topics import encode_batch
 from poise.telemetry.broker import EmbeddedBroker, free_port, wait_listening
 from poise.telemetry.client import Recorder, forget
 from poise.telemetry.log import LogWriter
 from poise.telemetry.mqtt import MqttBridge, MqttConfig
+from poise.telemetry.mqtt_client import mqtt_client
 from poise.telemetry.synthetic import SyntheticLoop
-from poise.telemetry.topics import encode_batch
 
 
 def _pct(values: Any) -> dict[str, float]:
@@ -100,7 +101,7 @@ def relay_rate(url: str, seconds: float, payload_bytes: int) -> dict[str, Any]:
 
     async def flood() -> int:
         sent = 0
-        async with cfg.client() as client:
+        async with mqtt_client(cfg) as client:
             t_end = time.monotonic() + seconds
             while time.monotonic() < t_end:
                 for _ in range(50):

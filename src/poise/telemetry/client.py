@@ -22,8 +22,9 @@ from typing import Any
 
 import aiomqtt
 
+from poise.api.topics import Topics
 from poise.telemetry.mqtt import MqttConfig
-from poise.telemetry.topics import Topics
+from poise.telemetry.mqtt_client import mqtt_client
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +107,7 @@ class Recorder:
 
     async def _session(self) -> None:
         try:
-            async with self.config.client() as client:
+            async with mqtt_client(self.config) as client:
                 await client.subscribe(self.filter, qos=1)
                 self._client = client
                 self.connects += 1
@@ -174,7 +175,7 @@ def forget(config: MqttConfig) -> None:
     topics = Topics(config.robot_id)
 
     async def run() -> None:
-        async with config.client() as client:
+        async with mqtt_client(config) as client:
             for topic in (topics.state, topics.params, topics.model):
                 await client.publish(topic, b"", qos=1, retain=True, timeout=5)
 

@@ -1,6 +1,6 @@
 """Time for the outside world: host monotonic seconds → Unix nanoseconds, and decimation.
 
-Every :class:`~poise.controller.bus.CycleSample` and :class:`~poise.controller.bus.Event` is
+Every :class:`~poise.api.bus.CycleSample` and :class:`~poise.api.bus.Event` is
 stamped with the host *monotonic* clock (``time.monotonic``, immune to NTP steps). Tools outside
 poise (Foxglove, PlotJuggler, ROS 2) want Unix time. A :class:`ClockAnchor` reads both clocks
 once, at the start of a log or a bridge, and maps monotonic time ``t`` [s] to

@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from poise.controller import rules
-from poise.controller.bus import Command, CommandResponse
+from poise.api import rules
+from poise.api.bus import Command, CommandResponse
 
 #: Largest payload accepted [bytes].
 MAX_PAYLOAD = 65_536
@@ -33,7 +33,7 @@ class Limits:
 
     Attributes:
         task_dim: required length of a ``target`` (None: any non-empty length).
-        algorithms: names accepted by ``algorithm`` (None: :data:`~poise.controller.rules.
+        algorithms: names accepted by ``algorithm`` (None: :data:`~poise.api.rules.
             ALGORITHMS`).
         rate: the loop rate [Hz] that bounds the gains (None: the highest rate).
         reach: the robot's reach [m] that bounds a target (None: 1e3).
@@ -69,7 +69,7 @@ class Refused(ValueError):
 
 def validate(name: str, value: Any, limits: Limits = Limits()) -> Any:
     """Check ``value`` for command ``name`` by the rules every entry point shares
-    (:mod:`poise.controller.rules`) and return it normalised; raise :class:`Refused`."""
+    (:mod:`poise.api.rules`) and return it normalised; raise :class:`Refused`."""
     try:
         if name not in rules.COMMAND_NAMES:
             raise Refused(f"unknown command {name!r}; known: {', '.join(rules.COMMAND_NAMES)}")

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from poise.extras import require
+from poise.api.extras import require
 from poise.telemetry.reader import LogContents
 
 FORMATS = ("csv", "parquet")
@@ -104,7 +104,7 @@ def plot(contents: LogContents, out: str | pathlib.Path, title: str | None = Non
     """Four panels over time: task error, statics residual, q vs q̄, cycle timing (PNG).
 
     Raises:
-        poise.extras.MissingExtra: matplotlib is not installed (``poise[plot]``).
+        poise.api.extras.MissingExtra: matplotlib is not installed (``poise[plot]``).
     """
     require("plot", "the log plot")
     import matplotlib

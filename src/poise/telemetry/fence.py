@@ -9,7 +9,7 @@ of them was received by the broker before the e-stop, and none may undo it (a ``
 The broker delivers to one subscriber in the order it received the messages. So once an e-stop
 has latched, the bridge publishes a *marker* to a topic of its own connection and treats every
 command it takes before that marker comes back as received before the e-stop: refused with
-:data:`~poise.controller.bus.ESTOP_CANCELLED`. The marker was received by the broker after the
+:data:`~poise.api.bus.ESTOP_CANCELLED`. The marker was received by the broker after the
 e-stop, hence after everything published before it. A marker lost on the way is sent again
 (:data:`RESEND`); a new connection starts with nothing in transit, hence with no fence.
 

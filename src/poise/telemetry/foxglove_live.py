@@ -9,7 +9,7 @@ events ``/state``, ``/params``, ``/events``, and with a drawable model the arm o
 times in Unix ns. In Foxglove: *Open connection → Foxglove WebSocket → ws://HOST:PORT*.
 
 It is a consumer like the log writer and the MQTT bridge: it drains the controller's
-:class:`~poise.controller.bus.SampleQueue` s in a thread of its own, so the control loop only
+:class:`~poise.api.bus.SampleQueue` s in a thread of its own, so the control loop only
 ever ``put`` s into a bounded queue and never waits on it; it encodes a channel only while a
 client subscribes to it, in slices with a GIL hand-off between them. The SDK's own server threads
 (Rust) send the messages; a slow client loses the oldest (its backlog is bounded).
@@ -24,11 +24,11 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from poise.controller.bus import CycleSample, Event, SampleQueue
+from poise.api.bus import CycleSample, Event, SampleQueue
+from poise.api.topics import dumps
 from poise.telemetry import scene as fox
 from poise.telemetry.clock import ClockAnchor, Decimator
 from poise.telemetry.log import SCHEMAS, event_message, sample_messages
-from poise.telemetry.topics import dumps
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +54,9 @@ def parse_address(text: str | int | None) -> tuple[str, int]:
 
 
 def _sdk() -> Any:
-    """The ``foxglove`` module (foxglove-sdk), or :class:`~poise.extras.MissingExtra` naming
+    """The ``foxglove`` module (foxglove-sdk), or :class:`~poise.api.extras.MissingExtra` naming
     ``pip install 'poise[foxglove]'``."""
-    from poise.extras import require
+    from poise.api.extras import require
 
     require("foxglove", "the Foxglove live view (poise run --foxglove)")
     import foxglove
@@ -120,7 +120,7 @@ class FoxgloveLive:
         """Start the WebSocket server and the publishing thread.
 
         Raises:
-            poise.extras.MissingExtra: foxglove-sdk is not installed (the message says
+            poise.api.extras.MissingExtra: foxglove-sdk is not installed (the message says
                 ``pip install 'poise[foxglove]'``).
             RuntimeError: the server cannot listen (port in use).
         """

@@ -27,7 +27,7 @@ monotonic whatever the wall clock does during the run. The host monotonic time [
 payload (``t``; ``metadata`` ``t`` of the scene entities). Metadata records: ``poise`` (package
 version, git revision, Python, host), ``clock``, and whatever the caller adds (``config``,
 ``calibration``, ``firmware``, ``model``); ``stability`` (the feedback gains' bound and the
-slowest structural mode, :mod:`poise.controller.stability`) each time an accepted change
+slowest structural mode, :mod:`poise.motion.stability`) each time an accepted change
 brings a new one; each value is JSON text.
 
 Given a drawable ``model`` (:func:`poise.telemetry.scene.drawable`), the writer also draws the
@@ -62,7 +62,7 @@ from typing import Any
 from mcap.writer import CompressionType, Writer
 
 import poise
-from poise.controller.bus import CycleSample, Event, SampleQueue
+from poise.api.bus import CycleSample, Event, SampleQueue
 from poise.telemetry import scene as fox
 from poise.telemetry.clock import ClockAnchor, Decimator
 
@@ -109,7 +109,7 @@ SCHEMAS: dict[str, tuple[str, dict[str, Any]]] = {
 
 
 def _dumps(obj: Any) -> bytes:
-    from poise.telemetry.topics import dumps
+    from poise.api.topics import dumps
 
     return dumps(obj)
 

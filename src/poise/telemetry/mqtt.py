@@ -48,7 +48,7 @@ from typing import Any, Protocol
 import aiomqtt
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
-from poise.controller.bus import (
+from poise.api.bus import (
     ESTOP_CANCELLED,
     Command,
     CommandResponse,
@@ -56,19 +56,21 @@ from poise.controller.bus import (
     Event,
     SampleQueue,
 )
+from poise.api.mqtt_config import MqttConfig, connect_refusal, unsupported_protocol
+from poise.api.topics import LOST, Topics, dumps, encode_batch, state_dict
 from poise.controller.dispatch import CommandDispatcher
 from poise.telemetry import commands as cmds
 from poise.telemetry import records
 from poise.telemetry.clock import ClockAnchor, Decimator
 from poise.telemetry.fence import EstopFence
-from poise.telemetry.mqtt_config import MqttConfig, connect_refusal, unsupported_protocol
-from poise.telemetry.topics import LOST, Topics, dumps, encode_batch, state_dict
+from poise.telemetry.mqtt_client import mqtt_client
 from poise.telemetry.urgent import (
     CONNECT_GRACE,
     URGENT_TOPICS,
     UrgentListener,
     collect_abandoned_clients,
     parse_message,
+    serve_in_process,
     state_payload,
 )
 
@@ -139,7 +141,7 @@ def static_params(handler: Any) -> dict[str, Any]:
         out["reach"] = float(reach)
     if out:
         with contextlib.suppress(ImportError):
-            from poise.controller.rules import ALGORITHMS
+            from poise.api.rules import ALGORITHMS
 
             out["algorithms"] = list(ALGORITHMS)
     return out
@@ -233,13 +235,14 @@ class MqttBridge:
 
     def _start_urgent(self) -> Any:
         """The e-stop's listener: in the handler's real-time process if it serves one there
-        (``serve_urgent(config, priority, on_answer)``, answers published by that process and
-        reported here to be counted), else a thread of this process."""
+        (``serve_urgent(config, priority, on_answer, starter=…)``: it runs
+        :func:`~poise.telemetry.urgent.serve_in_process` there; answers published by that
+        process and reported here to be counted), else a thread of this process."""
         serve = getattr(self.handler, "serve_urgent", None)
         if callable(serve):
             with contextlib.suppress(Exception):  # a gone child: e-stops then come this way
                 return serve(self.config, self.urgent_priority, self._count,
-                             device=self.device)
+                             device=self.device, starter=serve_in_process)
         events = getattr(self.handler, "events", None)
         states = (events(history=False), state_payload(self.handler, self.device,
                                                        self.config.url)) \
@@ -342,7 +345,7 @@ class MqttBridge:
         ident = f"poise-{cfg.robot_id}-{os.getpid()}-{random.randrange(1 << 32):08x}"
         if self._v5 is None:
             self._v5 = await self._speaks_v5(ident)
-        async with cfg.client(will=will, identifier=ident, queue_type=self._queue_type(),
+        async with mqtt_client(cfg, will=will, identifier=ident, queue_type=self._queue_type(),
                               v5=self._v5) as client:
             client.pending_calls_threshold = WINDOW + 16  # our window, not a warning per call
             if self._v5:  # live retained commands arrive flagged, so they are refused too
@@ -395,7 +398,7 @@ class MqttBridge:
         """Whether the broker takes MQTT 5: a bare CONNECT (no will: amqtt, which speaks
         3.1.1 only, refuses a bare one at once but chokes on a will in 5's layout)."""
         try:
-            async with self.config.client(identifier=ident, v5=True):
+            async with mqtt_client(self.config, identifier=ident, v5=True):
                 return True
         except aiomqtt.MqttError as exc:
             if unsupported_protocol(exc):

@@ -34,7 +34,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from poise.controller.bus import CycleSample
+from poise.api.bus import CycleSample
 from poise.telemetry.clock import split_ns
 
 #: ``header.frame_id`` of both records (the frame the Foxglove scene draws the arm in).

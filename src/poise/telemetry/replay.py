@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from poise.controller.bus import Command, CommandResponse, CycleSample, Event, SampleQueue
+from poise.api.bus import Command, CommandResponse, CycleSample, Event, SampleQueue
 from poise.telemetry.mqtt import MqttBridge, MqttConfig
 from poise.telemetry.reader import LogContents
 

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from poise.controller.bus import CycleSample
+from poise.api.bus import CycleSample
 from poise.models.base import FloatArray
 from poise.models.cc3d import CC3D, backbone
 from poise.telemetry.clock import split_ns

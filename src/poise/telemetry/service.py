@@ -71,7 +71,7 @@ def attach(controller: Any, *, mqtt: bool | None = None, url: str | None = None,
             else one is started here.
 
     Raises:
-        poise.extras.MissingExtra: ``foxglove`` is given but foxglove-sdk is missing (the
+        poise.api.extras.MissingExtra: ``foxglove`` is given but foxglove-sdk is missing (the
             message says ``pip install 'poise[foxglove]'``); nothing has started then.
         RuntimeError: the Foxglove port is taken.
     """

@@ -31,14 +31,15 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
+from poise.api.topics import Topics
 from poise.telemetry.broker import EmbeddedBroker, wait_listening
 from poise.telemetry.mqtt import MqttConfig
-from poise.telemetry.topics import Topics
+from poise.telemetry.mqtt_client import mqtt_client
 
 #: Mosquitto's address on the development machines.
 MOSQUITTO = ("127.0.0.1", 1883)
@@ -93,7 +94,7 @@ class Service:
                                 log_path=f"{log_dir}/stress-{self.robot_id}.mcap", out=None)
 
     def ensure_running(self, timeout: float = 30.0) -> None:
-        from poise.controller.state import State
+        from poise.api.state import State
 
         c = self.controller
         if c.state in (State.FAULT, State.ESTOP):
@@ -145,7 +146,7 @@ async def _publish_round(url: str, robot_id: str, commands: list[tuple[str, Any,
     answers: dict[str, int] = {}
     sys.setswitchinterval(1e-4)  # the button's thread never waits long for the GIL
     button = _EstopButton(mqtt) if estop_id is not None else None
-    async with mqtt.client(identifier=f"stress-{uuid.uuid4().hex[:8]}") as client:
+    async with mqtt_client(mqtt, identifier=f"stress-{uuid.uuid4().hex[:8]}") as client:
         client.pending_calls_threshold = len(commands) + 16
         await client.subscribe(topics.response, qos=1)
         await asyncio.gather(*(client.publish(topics.set(name), json.dumps(
@@ -395,12 +396,14 @@ def sigkill_orphans(runs: int = 20) -> dict[str, Any]:
 
 def run(url: str | None = None, *, rounds: int = 10, flood: int = 2000, signals: int = 100,
         kills: int = 20, priority: int | None = None, behind: int = 100,
-        retained: int = 20, disk_full: int = 3, truncate: int = 50) -> dict[str, Any]:
+        retained: int = 20, disk_full: int = 3, truncate: int = 50,
+        poise: Callable[[list[str]], int] | None = None) -> dict[str, Any]:
     """Every measurement (0 skips one); JSON-ready. ``priority``: the service's
     ``loop.priority`` (SCHED_FIFO where granted; 0: the normal scheduler; None: the
     configuration's default). ``behind``, ``retained``: see
     :mod:`poise.telemetry.stress_estop`; ``disk_full``, ``truncate``: see
-    :mod:`poise.telemetry.stress_logs`."""
+    :mod:`poise.telemetry.stress_logs` (``poise``: how the truncated logs are read, e.g.
+    ``poise.cli.main`` in this process; default: ``poise log info`` in a child process)."""
     from poise.telemetry import stress_estop, stress_logs
 
     out: dict[str, Any] = {"machine": {"cpus": os.cpu_count(),
@@ -419,7 +422,8 @@ def run(url: str | None = None, *, rounds: int = 10, flood: int = 2000, signals:
         if disk_full:
             out["disk_full"] = stress_logs.disk_full(disk_full, u)
     if truncate:
-        out["truncated"] = stress_logs.truncated_logs(truncate)
+        out["truncated"] = stress_logs.truncated_logs(
+            truncate, poise=poise or stress_logs.poise_process)
     if signals:
         out["signals"] = signal_storm(signals)
     if kills:

@@ -27,9 +27,10 @@ import time
 import uuid
 from typing import Any
 
+from poise.api.topics import Topics
 from poise.telemetry.mqtt import MqttConfig
+from poise.telemetry.mqtt_client import mqtt_client
 from poise.telemetry.stress import Service, percentiles
-from poise.telemetry.topics import Topics
 
 #: Goal of the ``$state`` latency after an e-stop (p99) [ms].
 STATE_GOAL_MS = 50.0
@@ -78,7 +79,7 @@ async def _one_connection(url: str, robot_id: str, commands: list[list[Any]], es
     watch = _StateWatch(mqtt, topics.state)
     expect = {c for _, _, c in commands} | {estop_id}
     answers: dict[str, list[Any]] = {}
-    async with mqtt.client(identifier=f"stress-{uuid.uuid4().hex[:8]}") as client:
+    async with mqtt_client(mqtt, identifier=f"stress-{uuid.uuid4().hex[:8]}") as client:
         client.pending_calls_threshold = len(commands) + 16
         await client.subscribe(topics.response, qos=1)
         await asyncio.gather(*(client.publish(topics.set(name), json.dumps(
@@ -104,7 +105,7 @@ async def _retained(url: str, robot_id: str, commands: list[list[Any]],
     """Publish ``commands`` retained, collect their answers, then take them off the broker."""
     mqtt, topics = MqttConfig.from_url(url, robot_id=robot_id), Topics(robot_id)
     answers: dict[str, list[Any]] = {}
-    async with mqtt.client(identifier=f"stress-{uuid.uuid4().hex[:8]}") as client:
+    async with mqtt_client(mqtt, identifier=f"stress-{uuid.uuid4().hex[:8]}") as client:
         await client.subscribe(topics.response, qos=1)
         for name, value, cid in commands:
             await client.publish(topics.set(name), json.dumps({"id": cid, "value": value}),

@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 #: ``poise run``'s exit code when its log failed (``poise.cli.run_cmd.EXIT_CODES``).
@@ -201,14 +201,27 @@ def write_run_log(path: str | os.PathLike[str], seconds: float = 1.5,
     return path
 
 
-def read_cuts(data: bytes, offsets: Iterable[int], workdir: str | os.PathLike[str]
-              ) -> list[dict[str, Any]]:
-    """``data`` (a log) cut at each offset, each cut read by ``poise log info --json`` (in
-    this process): ``{"offset", "exit", "cycles", "truncated", "damage", "error"}`` per cut
+#: Runs ``poise`` with these arguments, its output on this process's stdout and stderr, and
+#: returns its exit code (``poise.cli.main``: in this process; the default: a child process).
+PoiseCommand = Callable[[list[str]], int]
+
+
+def poise_process(argv: list[str]) -> int:
+    """``poise ARGV`` in a child process, its output copied to this process's stdout and
+    stderr (what :func:`read_cuts` uses unless the command line passes ``poise.cli.main``)."""
+    proc = subprocess.run([sys.executable, "-m", "poise", *argv], capture_output=True,
+                          text=True, check=False)
+    sys.stdout.write(proc.stdout)
+    sys.stderr.write(proc.stderr)
+    return proc.returncode
+
+
+def read_cuts(data: bytes, offsets: Iterable[int], workdir: str | os.PathLike[str],
+              poise: PoiseCommand = poise_process) -> list[dict[str, Any]]:
+    """``data`` (a log) cut at each offset, each cut read by ``poise log info --json`` (run
+    by ``poise``): ``{"offset", "exit", "cycles", "truncated", "damage", "error"}`` per cut
     (``damage``: what the reader says stopped it; ``error``: the command's stderr, or the
     exception when it raised, with ``exit`` None)."""
-    from poise.cli import main as cli_main
-
     cut = pathlib.Path(workdir) / "cut.mcap"
     results = []
     for offset in offsets:
@@ -218,7 +231,7 @@ def read_cuts(data: bytes, offsets: Iterable[int], workdir: str | os.PathLike[st
                                "truncated": None, "damage": "", "error": ""}
         try:
             with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(err):
-                row["exit"] = cli_main(["log", "info", str(cut), "--json"])
+                row["exit"] = poise(["log", "info", str(cut), "--json"])
             info = json.loads(buf.getvalue())
             row["cycles"], row["truncated"] = info.get("cycles", 0), info.get("truncated")
             row["damage"] = info.get("error", "")
@@ -234,8 +247,8 @@ def spread(size: int, n: int) -> list[int]:
     return sorted({max(1, round(size * (i + 1) / n)) for i in range(n)})
 
 
-def truncated_logs(offsets: int = 50, log: str | os.PathLike[str] | None = None
-                   ) -> dict[str, Any]:
+def truncated_logs(offsets: int = 50, log: str | os.PathLike[str] | None = None,
+                   poise: PoiseCommand = poise_process) -> dict[str, Any]:
     """A real log (``log``, else one written by :func:`write_run_log`) cut at ``offsets``
     evenly spaced offsets and read by ``poise log info``. Goal: every cut reads (exit 0),
     says it is truncated (all but the whole file), and the cycles recovered never decrease
@@ -243,7 +256,7 @@ def truncated_logs(offsets: int = 50, log: str | os.PathLike[str] | None = None
     with tempfile.TemporaryDirectory() as tmp:
         path = pathlib.Path(log) if log else write_run_log(pathlib.Path(tmp) / "run.mcap")
         data = path.read_bytes()
-        rows = read_cuts(data, spread(len(data), offsets), tmp)
+        rows = read_cuts(data, spread(len(data), offsets), tmp, poise)
     readable = [r for r in rows if r["exit"] == 0]
     cycles = [r["cycles"] for r in readable]
     says_truncated = sum(bool(r["truncated"]) for r in readable if r["offset"] < len(data))

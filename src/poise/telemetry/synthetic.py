@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Any
 
-from poise.controller.bus import Command, CommandResponse, CycleSample, Event, SampleQueue
+from poise.api.bus import Command, CommandResponse, CycleSample, Event, SampleQueue
 
 
 class SyntheticLoop:

@@ -26,10 +26,11 @@ from typing import Any
 
 import aiomqtt
 
-from poise.controller.bus import Command, CommandResponse, Event, SampleQueue
+from poise.api.bus import Command, CommandResponse, Event, SampleQueue
+from poise.api.mqtt_config import MqttConfig
+from poise.api.topics import Topics, dumps, state_dict
 from poise.telemetry import commands as cmds
-from poise.telemetry.mqtt_config import MqttConfig
-from poise.telemetry.topics import Topics, dumps, state_dict
+from poise.telemetry.mqtt_client import mqtt_client
 
 #: Commands served on a connection of their own, so a flood on ``set/#`` never delays them.
 URGENT_TOPICS = ("estop",)
@@ -73,6 +74,20 @@ def state_payload(handler: Any, device: str, broker: str) -> StatePayload:
                           target=target if isinstance(target, str) else "")
 
     return payload
+
+
+def serve_in_process(config: MqttConfig, handler: Any, post: Callable[..., None], *,
+                     priority: int, device: str,
+                     on_connected: Callable[[bool], None] | None = None,
+                     observe: Callable[[CommandResponse], None] | None = None
+                     ) -> UrgentListener:
+    """Start the e-stop's listener in the process that runs ``handler`` (a controller): the
+    real-time process calls it (the bridge hands it over, so the controller layer never
+    imports this one); it publishes ``$state`` from ``handler``'s state events."""
+    return UrgentListener(
+        config, post, priority=priority, on_connected=on_connected, observe=observe,
+        states=(handler.events(history=False), state_payload(handler, device, config.url))
+    ).start()
 
 
 async def collect_abandoned_clients() -> None:
@@ -216,7 +231,7 @@ class UrgentListener:
     async def _session(self) -> None:
         cfg, topics = self.config, self.topics
         ident = f"poise-{cfg.robot_id}-{os.getpid()}-estop-{random.randrange(1 << 32):08x}"
-        async with cfg.client(identifier=ident) as client:
+        async with mqtt_client(cfg, identifier=ident) as client:
             for name in URGENT_TOPICS:
                 await client.subscribe(topics.set(name), qos=1)
             self._client = client

@@ -1,9 +1,9 @@
 """Figures (matplotlib, Agg): above ``ik`` and ``models``, below the CLI.
 
 Needs the ``plot`` extra (``pip install 'poise[plot]'``): importing this package without
-matplotlib raises :class:`poise.extras.MissingExtra`, which says so.
+matplotlib raises :class:`poise.api.extras.MissingExtra`, which says so.
 """
 
-from poise.extras import require
+from poise.api.extras import require
 
 require("plot", "poise.viz (figures)")

@@ -18,11 +18,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Generic, TypeVar
 
-from poise.controller.rules import COMMAND_NAMES
+from poise.api.rules import COMMAND_NAMES
 
 T = TypeVar("T")
 
-#: Re-exported from :mod:`poise.controller.rules`, the one owner of the names.
+#: Re-exported from :mod:`poise.api.rules`, the one owner of the names.
 __all__ = ["COMMAND_NAMES", "ESTOP_CANCELLED", "Command", "CommandResponse", "CycleSample",
            "Event", "SampleQueue", "SubscriberHub"]
 

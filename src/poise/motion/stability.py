@@ -34,7 +34,7 @@ configuration the loop holds, from everything the loop contains:
   :func:`delay_periods` of its measured latency).
 
 What the bounds mean for the live gains (automatic gains, the report the service publishes) is
-:mod:`poise.controller.bounds`.
+:mod:`poise.motion.bounds`.
 
 The closed loop is one matrix; it is stable when every eigenvalue lies inside the unit circle,
 except the neutral ones at exactly 1 that no gain moves (the null space of a redundant IK, the
@@ -43,7 +43,7 @@ crossing: the largest gain below which every gain is stable. The slowest structu
 ``(ω, ζ)`` comes from the continuous plant with the actuator loop closed.
 
 Nothing here runs in the control cycle: a linearisation is built when a target is planned
-(:meth:`poise.controller.step.ControlStep.make_plan`), and bounds are computed when a command
+(:meth:`poise.motion.step.ControlStep.make_plan`), and bounds are computed when a command
 is checked.
 """
 
@@ -74,7 +74,7 @@ REFINE_MARGIN = 2e-3
 BISECT_STEPS = 12
 #: Structural modes are those slower than this fraction of the actuator loop's frequency.
 STRUCTURAL_FRACTION = 0.5
-#: The gains each algorithm uses (the keys of :data:`poise.controller.rules.RATE_GAINS`).
+#: The gains each algorithm uses (the keys of :data:`poise.api.rules.RATE_GAINS`).
 ALGORITHM_GAINS: dict[str, tuple[str, ...]] = {"alg1": ("gamma",), "plain": ("gamma",),
                                               "alg2": ("gamma_z", "gamma_e")}
 
@@ -114,7 +114,7 @@ class Mode:
 @dataclass(frozen=True)
 class IKGains:
     """What of the live parameters the linear loop depends on (see
-    :class:`~poise.controller.params.LiveParams`)."""
+    :class:`~poise.motion.params.LiveParams`)."""
 
     algorithm: str
     mode: str

@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from poise.controller.bus import Event
+from poise.api.bus import Event
 
 
 class State(enum.StrEnum):
@@ -51,7 +51,7 @@ class StateMachine:
     """Thread-safe current state with a latched reason; every transition calls ``emit``.
 
     Args:
-        emit: receives the ``state`` :class:`~poise.controller.bus.Event` of each transition.
+        emit: receives the ``state`` :class:`~poise.api.bus.Event` of each transition.
     """
 
     def __init__(self, emit: Callable[[Event], None]) -> None:

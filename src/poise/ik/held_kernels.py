@@ -22,8 +22,7 @@ from poise.ik.held_common import Attempt, HeldOptions
 from poise.ik.result import Status
 from poise.kernels import held_solve, steps
 from poise.kernels.blocks import Layout
-from poise.kernels.packed import PackedModel, has_kernels, pack
-from poise.kernels.steppers import _f64
+from poise.kernels.packed import PackedModel, f64, has_kernels, pack
 from poise.models.base import FloatArray, MechanicalModel
 
 #: Attempt status codes of :mod:`~poise.kernels.held_solve` → :class:`Status`.
@@ -43,15 +42,15 @@ class HeldKernels:
         self.args = self.packed.args
         self.layout = Layout(model.n, model.m, model.task_dim)
         self._cut = self.layout.slices()  # q, qa, qu, x, Ga, Gu
-        self.qa_min = _f64(model.qa_min).copy()
-        self.qa_max = _f64(model.qa_max).copy()
+        self.qa_min = f64(model.qa_min).copy()
+        self.qa_max = f64(model.qa_max).copy()
 
     def statics(self, qa: FloatArray, qu0: FloatArray, tol: float
                 ) -> tuple[FloatArray, FloatArray, int, bool]:
         """:func:`~poise.kernels.held_solve.statics_solve` with the reference's defaults:
         ``(state, qu, iterations, converged)``."""
         return held_solve.statics_solve(  # type: ignore[no-any-return]
-            self.args, _f64(qa), _f64(qu0), float(tol), ref_statics.MAX_ITER,
+            self.args, f64(qa), f64(qu0), float(tol), ref_statics.MAX_ITER,
             ref_statics.MIN_CURVATURE, ref_statics.NEGATIVE_CURVATURE_STEP)
 
     def statics_at(self, tol: float):  # type: ignore[no-untyped-def]
@@ -70,7 +69,7 @@ class HeldKernels:
                    record_path: bool) -> Attempt:
         """One attempt of Algorithm 1 (``update`` already checked by the caller)."""
         out = held_solve.alg1_attempt(
-            self.args, _f64(target), _f64(q0), self.qa_min, self.qa_max,
+            self.args, f64(target), f64(q0), self.qa_min, self.qa_max,
             steps.UPDATE_CODES[update], float(damping), float(gain), float(dt),
             float(options.tol), float(options.statics_tol), ref_statics.MAX_ITER,
             ref_statics.MIN_CURVATURE, ref_statics.NEGATIVE_CURVATURE_STEP,
@@ -82,7 +81,7 @@ class HeldKernels:
                    options: HeldOptions, record_path: bool) -> Attempt:
         """One attempt of Algorithm 2 (projector form, scalar gains)."""
         out = held_solve.alg2_attempt(
-            self.args, _f64(target), _f64(q0), self.qa_min, self.qa_max, float(gamma_z),
+            self.args, f64(target), f64(q0), self.qa_min, self.qa_max, float(gamma_z),
             float(gamma_e), float(dt), float(damping),
             math.inf if max_step is None else float(max_step), float(options.tol),
             float(options.statics_tol), int(options.max_iter), int(options.stall_window),

@@ -51,7 +51,7 @@ class SimDevice:
             that neither's start-up takes a whole core from the other. ``None``: the device
             runs one below what it inherits.
         cpus: the CPUs the device runs on (``--cpus``; ``None``: any), set before its
-            threads start (:mod:`poise.controller.affinity`: the control loop's core is
+            threads start (:mod:`poise.devices.affinity`: the control loop's core is
             kept for the loop).
 
     Attributes:
@@ -88,7 +88,7 @@ class SimDevice:
         if self.fifo_priority is not None:
             cmd += ["--fifo-priority", str(self.fifo_priority)]
         if self.cpus:
-            from poise.controller.affinity import format_cpus
+            from poise.devices.affinity import format_cpus
 
             cmd += ["--cpus", format_cpus(self.cpus)]
         return cmd + list(self.extra)

@@ -1,4 +1,4 @@
-"""Compiled steppers: the interface of :mod:`poise.controller.stepper` on the step kernels.
+"""Compiled steppers: the interface of :mod:`poise.motion.stepper` on the step kernels.
 
 ``make_compiled_stepper(name, model)`` returns an object with the reference steppers' methods
 and properties (``reset``, ``propose``, ``commit``; ``q_bar``, ``qa``, ``tau``, ``residual``,
@@ -12,7 +12,7 @@ fallback (Newton re-solve not converged, or ``H_uu`` not positive definite) run 
 statics solver :func:`poise.ik.statics.solve_statics`, exactly as the reference does.
 
 The per-cycle constants (statics tolerance, Newton iterations, largest step) are read from
-:mod:`poise.controller.stepper`, their one owner, when a stepper is made (not at import:
+:mod:`poise.motion.stepper`, their one owner, when a stepper is made (not at import:
 the controller imports this module).
 """
 
@@ -29,7 +29,7 @@ from poise.kernels import cycle as one_call
 from poise.kernels import guard, steps
 from poise.kernels import wire as wire_kernel
 from poise.kernels.blocks import Layout
-from poise.kernels.packed import PackedModel, has_kernels, pack
+from poise.kernels.packed import PackedModel, f64, has_kernels, pack
 from poise.models.actuation import join, split
 from poise.models.base import FloatArray, MechanicalModel
 
@@ -37,7 +37,7 @@ _NO_MOVE = np.zeros(0)
 
 
 class StepParams(Protocol):
-    """What a step reads of the live parameters (:class:`poise.controller.params.LiveParams`)."""
+    """What a step reads of the live parameters (:class:`poise.motion.params.LiveParams`)."""
 
     update: str
     gamma: float
@@ -52,17 +52,8 @@ _PARAM_KNOBS = (one_call.K_UPDATE, one_call.K_GAMMA, one_call.K_GAMMA_Z, one_cal
                 one_call.K_DAMPING)
 
 
-def _f64(a: Any) -> FloatArray:
-    """``a`` as a writable C-contiguous float64 array: the one argument type the kernels are
-    compiled for, so a read-only or integer input never triggers a compile inside a cycle."""
-    if (type(a) is np.ndarray and a.dtype == np.float64 and a.flags.c_contiguous
-            and a.flags.writeable):
-        return a
-    return np.array(a, dtype=np.float64)
-
-
 class CompiledStepper:
-    """Common state of the compiled steppers (see :class:`poise.controller.stepper.Stepper`)."""
+    """Common state of the compiled steppers (see :class:`poise.motion.stepper.Stepper`)."""
 
     name = ""
     #: Status bits of :meth:`guard`.
@@ -71,7 +62,7 @@ class CompiledStepper:
     WIRE_OK = wire_kernel.WIRE_OK
 
     def __init__(self, model: MechanicalModel, packed: PackedModel | None = None) -> None:
-        from poise.controller import stepper as reference  # the constants' owner
+        from poise.motion import stepper as reference  # the constants' owner
 
         self.model = model
         self.packed = packed if packed is not None else pack(model)
@@ -91,8 +82,8 @@ class CompiledStepper:
         self._p: object = None  # the live parameters converted last, and their conversion
         self._pv: tuple[Any, ...] = ()
         self._code = steps.ALGORITHM_CODES[self.name]
-        self._qa_min = _f64(model.qa_min)
-        self._qa_max = _f64(model.qa_max)
+        self._qa_min = f64(model.qa_min)
+        self._qa_max = f64(model.qa_max)
         #: ``[qa; qu]`` last proposed (the state's own until the first ``propose``)
         self._proposed = np.concatenate([self._state[self._qa], self._state[self._qu]])
         self._knobs = np.zeros(one_call.KNOBS)  # what cycle() passes the kernel
@@ -112,7 +103,7 @@ class CompiledStepper:
             self._pv if p is self._p else self._values(p))
         state = self._state
         out, status = steps.propose(self._C, self._C_inv, self._m, self._k, self._code, state,
-                                    state[self._x] if x is None else _f64(x), target, update,
+                                    state[self._x] if x is None else f64(x), target, update,
                                     gamma, gamma_z, gamma_e, damping, float(dt), self.max_step,
                                     self._qa_min, self._qa_max)
         if status != steps.OK:
@@ -154,8 +145,8 @@ class CompiledStepper:
         old = self._state
         scratch = self._scratch
         new, x_meas, p_status, g_status, c_status, finite = one_call.cycle(
-            self._args, old, _f64(q), self._pv[0],
-            _NO_MOVE if move_qa is None else _f64(move_qa), self._A, limits, knobs, scratch)
+            self._args, old, f64(q), self._pv[0],
+            _NO_MOVE if move_qa is None else f64(move_qa), self._A, limits, knobs, scratch)
         if p_status != steps.OK:
             raise np.linalg.LinAlgError(f"{self.name} step: singular matrix")
         if not g_status & self.NONFINITE:
@@ -220,7 +211,7 @@ class CompiledStepper:
         old = self._state
         outcome, new, x_meas, g_status = wire_kernel.wire_cycle(
             np.frombuffer(data, np.uint8), len(data), b.raw, b.f32, b.io, self._args, old,
-            self._pv[0], _NO_MOVE if move_qa is None else _f64(move_qa), self._A, limits,
+            self._pv[0], _NO_MOVE if move_qa is None else f64(move_qa), self._A, limits,
             knobs, self._scratch, b.out)
         if outcome == wire_kernel.WIRE_OK:
             self._took(new, steps.OK, True)
@@ -271,7 +262,7 @@ class CompiledStepper:
         return self._state
 
     def _set(self, q: FloatArray) -> None:
-        self._state = steps.blocks(self._args, _f64(q))
+        self._state = steps.blocks(self._args, f64(q))
         self._proposed = np.concatenate([self._state[self._qa], self._state[self._qu]])
 
     def reset(self, q: FloatArray, qa_min: FloatArray, qa_max: FloatArray) -> None:
@@ -287,11 +278,11 @@ class CompiledStepper:
 
     def _values(self, p: StepParams) -> tuple[Any, ...]:
         """``(target, update code, γ, γ_Z, γ_E, λ)`` as the kernels take them, converted once
-        per :class:`~poise.controller.params.LiveParams` object (commands replace the object,
+        per :class:`~poise.motion.params.LiveParams` object (commands replace the object,
         never change it)."""
         if p is not self._p:
             code = steps.UPDATE_CODES.get(p.update, -1)  # only Algorithm 1 reads it
-            self._pv = (_f64(p.target), code, float(p.gamma), float(p.gamma_z),
+            self._pv = (f64(p.target), code, float(p.gamma), float(p.gamma_z),
                         float(p.gamma_e), float(p.damping))
             self._p = p
         return self._pv
@@ -303,11 +294,11 @@ class CompiledStepper:
 
     def commit(self, qa: FloatArray) -> None:
         """Accept ``qa`` (after the safety layer) and make q̄ consistent with it."""
-        self._commit(_f64(qa))
+        self._commit(f64(qa))
 
 
 class CompiledAlg1Stepper(CompiledStepper):
-    """Algorithm 1 (:class:`poise.controller.stepper.Alg1Stepper`), compiled."""
+    """Algorithm 1 (:class:`poise.motion.stepper.Alg1Stepper`), compiled."""
 
     name = "alg1"
 
@@ -347,13 +338,13 @@ class CompiledAlg1Stepper(CompiledStepper):
 
 
 class CompiledAlg2Stepper(CompiledStepper):
-    """Algorithm 2 (:class:`poise.controller.stepper.Alg2Stepper`), compiled."""
+    """Algorithm 2 (:class:`poise.motion.stepper.Alg2Stepper`), compiled."""
 
     name = "alg2"
 
 
 class CompiledPlainStepper(CompiledStepper):
-    """Classic DLS CLIK (:class:`poise.controller.stepper.PlainStepper`), compiled."""
+    """Classic DLS CLIK (:class:`poise.motion.stepper.PlainStepper`), compiled."""
 
     name = "plain"
 

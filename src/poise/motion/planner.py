@@ -1,6 +1,6 @@
 """Where a new target leads: the held configuration the arm should go to, found offline.
 
-The per-cycle IK (:mod:`poise.controller.stepper`) is a local method: from an arm parked at an
+The per-cycle IK (:mod:`poise.motion.stepper`) is a local method: from an arm parked at an
 actuator limit, or folded past the top of ``h`` along E, its descent direction can point away
 from a target it could reach (the double pendulum sent to x̄ = 2.5 m folds to qa = 0.12 m and
 then drives *further* into the limit for x̄ = 0.45 m). So before a target reaches the loop,
@@ -23,12 +23,12 @@ few starts misses reachable targets of a robot whose held-configuration surface 
 
 The loop then first moves the actuators to the plan's ``qa_goal`` (:func:`approach_move`: a
 straight line at the allowed actuator speeds, input-shaped on the structural modes of the loop
-linearised at the goal, :mod:`poise.controller.shaping`, so the arm arrives without ringing;
+linearised at the goal, :mod:`poise.motion.shaping`, so the arm arrives without ringing;
 every intermediate q̄ stays on E) and then hands over to the per-cycle IK, so a reachable
 target is reached from wherever the arm was parked.
 
 Given the loop period, a plan also carries that linearisation
-(:class:`~poise.controller.stability.LoopLinearisation` at ``q_goal``): the feedback gains'
+(:class:`~poise.motion.stability.LoopLinearisation` at ``q_goal``): the feedback gains'
 stability bound at the target and the modes the shaper cancels.
 """
 
@@ -41,15 +41,15 @@ from typing import Any
 
 import numpy as np
 
-from poise.controller.bounds import warm
-from poise.controller.shaping import ShapedMove, Shaper, Warp, shaper_for
-from poise.controller.stability import IKGains, LoopLinearisation, structural_modes
 from poise.ik.held import HeldOptions, algorithm1, algorithm2
 from poise.ik.held_common import held_jacobian
 from poise.ik.result import IKResult
 from poise.ik.statics import solve_statics
 from poise.models.actuation import blocks, split
 from poise.models.base import FloatArray, MechanicalModel
+from poise.motion.bounds import warm
+from poise.motion.shaping import ShapedMove, Shaper, Warp, shaper_for
+from poise.motion.stability import IKGains, LoopLinearisation, structural_modes
 
 #: Iteration cap of each offline solve.
 MAX_ITER = 300
@@ -92,16 +92,16 @@ class TargetPlan:
             offline solve, whose large steps may cross a fold the IK would not).
         loop: the loop linearised at ``q_goal`` (or at the first start when no goal was
             planned); None when the plan was made without the loop period.
-        shaper: the input shaper of the move's end (:func:`~poise.controller.shaping.
+        shaper: the input shaper of the move's end (:func:`~poise.motion.shaping.
             shaper_for` of ``loop``'s structural modes; the identity without ``loop``).
         start_shaper: the shaper of its start (the modes at the first start, the current
             q̄; the arm's modes change along the way).
         speed: the move's speed as a fraction of :func:`approach_speed` (chosen on the
-            model with the shapers, :func:`~poise.controller.reference.choose_move`).
+            model with the shapers, :func:`~poise.motion.reference.choose_move`).
         warp: where along the line the move is as it progresses (slower where the held
-            configuration moves fast, :mod:`poise.controller.warp`); None: constant speed.
+            configuration moves fast, :mod:`poise.motion.warp`); None: constant speed.
         reference: the model's predicted task response to the move (rows, task_dim), which
-            feedback follows after it (:mod:`poise.controller.reference`); None: none.
+            feedback follows after it (:mod:`poise.motion.reference`); None: none.
         settle_s: when the model's predicted response enters the tolerance for good [s from
             the move's start]; None where it was not predicted.
     """
@@ -155,12 +155,12 @@ def plan_target(model: MechanicalModel, target: FloatArray, starts: Sequence[Flo
             goal (stability bound, structural modes) and the move's shaper.
         delay: the sensor-to-setpoint delay [periods] of that linearisation.
         effort_feedforward: the setpoints carry ``τ_ff = G_a(q̄)``.
-        params: the live parameters (:class:`~poise.controller.params.LiveParams`): the
+        params: the live parameters (:class:`~poise.motion.params.LiveParams`): the
             bounds of their algorithm in both modes, at their update rule, λ and automatic
-            gains, are computed here (:func:`~poise.controller.bounds.warm`), so that
+            gains, are computed here (:func:`~poise.motion.bounds.warm`), so that
             adopting the plan and switching mode later cost microseconds.
         shaper: the kind of input shaper of the move (``[loop] shaper``,
-            :func:`~poise.controller.shaping.shaper_for`).
+            :func:`~poise.motion.shaping.shaper_for`).
 
     Raises:
         UnstableTarget: the only held configuration found that reaches ``target`` is unstable.

@@ -9,12 +9,12 @@ ten seconds after the move, whatever the shapers at the ends do. (The soft arms'
 move evenly: their peak speed along a line is 1.0–1.7 × the mean.)
 
 :func:`equilibrium_warp` solves the statics along the line and makes the
-:class:`~poise.controller.shaping.Warp` under which the held task value ``x*(s) = h(q*(s))``
+:class:`~poise.motion.shaping.Warp` under which the held task value ``x*(s) = h(q*(s))``
 never moves faster than ``cap`` × its mean speed along the unwarped line, and the actuators
 never faster than their allowed speed: with the line's own duration ``T`` and the
 equilibrium's path length ``L``, the shaped progress grows as ``df ∝ max(ds, |dx*| /
 (cap · L))``, so ``|dx*/dt| ≤ cap · L / T`` and ``|dqa/dt|`` at most the unwarped
-line's. :func:`~poise.controller.reference.choose_move` tries warped moves beside straight ones
+line's. :func:`~poise.motion.reference.choose_move` tries warped moves beside straight ones
 on the model and keeps what settles first.
 """
 
@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from poise.controller.shaping import Warp
 from poise.ik.statics import solve_statics
 from poise.models.actuation import join, split
 from poise.models.base import FloatArray, MechanicalModel
+from poise.motion.shaping import Warp
 
 #: Statics solved along the line (its ends included).
 SAMPLES = 81

@@ -1,16 +1,16 @@
 """Moves tuned on the model: the line in two full-speed halves with a pause, timed so that
 nothing sways when the actuators stop.
 
-A zero-vibration shaper (:mod:`poise.controller.shaping`) is exact for one linear mode: two
+A zero-vibration shaper (:mod:`poise.motion.shaping`) is exact for one linear mode: two
 half-moves whose starts are half a damped period apart leave no vibration. Over a long move of
 the dancer its ankle's mode changes by half (2.3 rad/s leaning, 1.05 upright), and shapers
 designed at the ends leave the ankle swinging by 0.1–0.4 rad; the moves that leave little
-sway (:mod:`poise.controller.warp`, slower shapers) last 11–14 s where the ankle sways with a
+sway (:mod:`poise.motion.warp`, slower shapers) last 11–14 s where the ankle sways with a
 period of 2.7 s.
 
 The same idea, solved on the nonlinear model: the actuators go along the straight line at the
 allowed speed to a split ``σ`` of it, hold still for a pause ``d``, and go on at full speed
-to the goal (:func:`dwell_warp`, a :class:`~poise.controller.shaping.Warp` with a flat
+to the goal (:func:`dwell_warp`, a :class:`~poise.motion.shaping.Warp` with a flat
 piece). Once the actuators have come to rest at the goal, the passive coordinates ``q_u`` of
 a robot that sways no more are at their held values with no velocity; that is, the residual::
 
@@ -19,14 +19,14 @@ a robot that sways no more are at their held values with no velocity; that is, t
 (``ω`` the slowest structural mode at the goal) is zero, two equations in two unknowns for a
 robot with one passive coordinate (least squares for more). :func:`dwell_move` solves them by
 Gauss–Newton with finite differences, each residual one simulation of the move alone on the
-model (:class:`~poise.controller.reference.Prediction`), from the best of a few pauses at
+model (:class:`~poise.motion.reference.Prediction`), from the best of a few pauses at
 ``σ = ½``. On the dancer's full-lean crossing (bench target 14) it converges in two
 iterations; the move lasts 4.7 s and settles 4.3 s after the command, on the model, from
 rest (3 T = 8.9 s; the best shaped or warped move took 12 s).
 
 Like a ZV shaper, the solution cancels the sway of the model it was solved on: a model off
 by some percent leaves a sway of that order, which feedback (``fb``, following the model's
-response) then removes. :func:`~poise.controller.reference.choose_move` keeps it only when it
+response) then removes. :func:`~poise.motion.reference.choose_move` keeps it only when it
 settles first on the model.
 """
 
@@ -39,13 +39,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from poise.controller.shaping import Shaper, Warp
 from poise.models.actuation import split
 from poise.models.base import FloatArray, MechanicalModel
+from poise.motion.shaping import Shaper, Warp
 
 if TYPE_CHECKING:
-    from poise.controller.planner import TargetPlan
-    from poise.controller.reference import Prediction
+    from poise.motion.planner import TargetPlan
+    from poise.motion.reference import Prediction
 
 #: Pauses tried at ``σ = ½`` for the first guess, as fractions of the slowest mode's period.
 FIRST_PAUSES = (0.0, 0.125, 0.25, 0.375, 0.5)
@@ -103,7 +103,7 @@ def dwell_move(model: MechanicalModel, plan: TargetPlan, q_bar: FloatArray,
         plan: the target's plan (its goal ``q_goal``, ``qa_goal``, and the loop linearised
             there).
         q_bar: where the move starts (n,).
-        predict: a :class:`~poise.controller.reference.Prediction` of a candidate plan's move
+        predict: a :class:`~poise.motion.reference.Prediction` of a candidate plan's move
             from ``q_bar``.
         line_time: the straight line's duration at the allowed speed [s].
     """

@@ -32,11 +32,11 @@ import math
 
 import numpy as np
 
-from poise.controller.params import LiveParams
 from poise.ik.held import algorithm1_step, damped_pinv, follow_statics, limited_rates
 from poise.ik.statics import StaticsSolution, solve_statics
 from poise.models.actuation import ActuationBlocks, blocks, join, split
 from poise.models.base import FloatArray, MechanicalModel
+from poise.motion.params import LiveParams
 
 #: Statics tolerance of the per-cycle re-solve [N·m].
 STATICS_TOL = 1e-8

@@ -11,14 +11,9 @@ import ssl
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from poise.telemetry.topics import check_robot_id
-
-if TYPE_CHECKING:
-    import asyncio
-
-    import aiomqtt
+from poise.api.topics import check_robot_id
 
 #: Most telemetry messages per second the bridge will send.
 MAX_RATE_HZ = 100.0
@@ -171,28 +166,6 @@ class MqttConfig:
             ctx.check_hostname = False
             ctx.verify_mode = ssl.CERT_NONE
         return ctx
-
-    def client(self, *, will: aiomqtt.Will | None = None, identifier: str | None = None,
-               clean_session: bool = True,
-               queue_type: type[asyncio.Queue[aiomqtt.Message]] | None = None,
-               v5: bool = False) -> aiomqtt.Client:
-        """An aiomqtt client for this broker (not yet connected); ``queue_type`` orders the
-        received messages (aiomqtt's option); ``v5``: MQTT 5 (a clean start stands for
-        ``clean_session``), else 3.1.1."""
-        import aiomqtt
-        from paho.mqtt.client import MQTT_CLEAN_START_FIRST_ONLY
-
-        version = aiomqtt.ProtocolVersion.V5 if v5 else aiomqtt.ProtocolVersion.V311
-        return aiomqtt.Client(
-            self.host, self.port, username=self.username, password=self.password,
-            identifier=identifier, will=will,
-            clean_session=None if v5 else clean_session, protocol=version,
-            clean_start=clean_session if v5 else MQTT_CLEAN_START_FIRST_ONLY,
-            queue_type=queue_type,
-            keepalive=self.keepalive, timeout=5.0, tls_context=self.tls_context(),
-            transport=self.transport,  # type: ignore[arg-type]
-            websocket_path=self.websocket_path,
-            tls_insecure=self.tls_insecure if self.tls else None)
 
 
 def _connack_code(exc: BaseException) -> int | None:

@@ -1,6 +1,6 @@
 """The feedback gains' bounds at the current target: automatic gains and the published report.
 
-:func:`assess` turns a :class:`~poise.controller.stability.LoopLinearisation` (the loop
+:func:`assess` turns a :class:`~poise.motion.stability.LoopLinearisation` (the loop
 linearised at a target's held configuration) and the live gains into a
 :class:`StabilityReport`: the bound of each gain of the live algorithm in the live mode and in
 feedback, the automatic gains (:data:`DEFAULT_FRACTION` × the feedback bound), the slowest
@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from poise.controller.stability import ALGORITHM_GAINS, IKGains, LoopLinearisation, Mode
+from poise.motion.stability import ALGORITHM_GAINS, IKGains, LoopLinearisation, Mode
 
 #: Default gains are this fraction of the feedback loop's stability bound (capped at the loop
 #: rate): a gain margin of 3.3, and near the fastest decay of the loop around a lightly damped

@@ -4,9 +4,9 @@ The loop reads ``controller.params`` (one immutable :class:`LiveParams`) once pe
 command builds a new, validated ``LiveParams`` and swaps the reference, so every cycle sees
 either all of a change or none of it.
 
-Gains are checked twice: by the static rules (:func:`~poise.controller.rules.check_gains`:
+Gains are checked twice: by the static rules (:func:`~poise.api.rules.check_gains`:
 ``(0, rate]`` 1/s) and against the feedback loop's stability bound at the current target
-(:mod:`poise.controller.stability`, :mod:`poise.controller.bounds`), which the parameters
+(:mod:`poise.motion.stability`, :mod:`poise.motion.bounds`), which the parameters
 carry in :attr:`LiveParams.stability` once a target has been planned. Gains given as
 ``"auto"`` (the default) follow the bound: a stated fraction of it, recomputed whenever the
 target, the algorithm, the mode, the update rule or λ changes.
@@ -14,15 +14,12 @@ target, the algorithm, the mode, the update rule or λ changes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from poise.controller.bounds import StabilityReport, assess
-from poise.controller.config import Config, ConfigError
-from poise.controller.rules import (
+from poise.api.rules import (
     ALGORITHMS,
     AUTO,
     MODES,
@@ -33,8 +30,12 @@ from poise.controller.rules import (
     check_gains,
     check_target,
 )
-from poise.controller.stability import ALGORITHM_GAINS, IKGains, LoopLinearisation
 from poise.models.base import FloatArray
+from poise.motion.bounds import StabilityReport, assess
+from poise.motion.stability import ALGORITHM_GAINS, IKGains, LoopLinearisation
+
+if TYPE_CHECKING:
+    from poise.controller.config import Config
 
 #: The value an automatic gain has before any bound is known (no target planned yet) [1/s]:
 #: small enough for every reference robot's feedback loop.
@@ -140,7 +141,7 @@ def with_stability(p: LiveParams, loop: LoopLinearisation | None = None, *,
 
 
 def with_plan(p: LiveParams, plan: Any) -> LiveParams:
-    """``p`` at the target of ``plan`` (a :class:`~poise.controller.planner.TargetPlan`),
+    """``p`` at the target of ``plan`` (a :class:`~poise.motion.planner.TargetPlan`),
     with the stability report of the plan's linearisation when it has one.
 
     Raises:
@@ -153,7 +154,7 @@ def with_plan(p: LiveParams, plan: Any) -> LiveParams:
 
 def with_gains(p: LiveParams, value: Any, period: float) -> LiveParams:
     """Validate a ``gains`` command (a mapping with any of
-    :data:`~poise.controller.rules.GAIN_KEYS`) by :func:`~poise.controller.rules.check_gains`
+    :data:`~poise.api.rules.GAIN_KEYS`) by :func:`~poise.api.rules.check_gains`
     (rate gains in ``(0, 1/period]`` 1/s or ``"auto"``, damping in ``[0, MAX_DAMPING]``),
     then against the stability bound (:func:`with_stability`)."""
     try:
@@ -198,56 +199,9 @@ def with_mode(p: LiveParams, value: Any) -> LiveParams:
                          f"'{AUTO}')") from None
 
 
-def check_configured_gains(cfg: Config, model: Any = None,
-                           origins: Mapping[str, tuple[Any, str]] | None = None) -> LiveParams:
-    """Check a configuration's explicit gains against the stability bound at its target
-    before anything starts (``poise run``): the target is planned from the rest pose (the
-    rest pose itself without a target), the loop linearised there with one period of delay.
-
-    Args:
-        cfg: the configuration.
-        model: its statics model (default: built from ``cfg.model``).
-        origins: the command-line overrides (``{"algorithm.gamma": (2.0, "--gamma")}``), so
-            a refused value is named by its flag.
-
-    Returns:
-        The parameters with their automatic gains and stability report.
-
-    Raises:
-        ConfigError: a gain at or above its bound, or an unstable target; the message names
-            the file or the flag, the key, the bound and why.
-    """
-    from poise.controller.config import build_model
-    from poise.controller.planner import UnstableTarget, plan_target
-    from poise.ik.statics import release
-
-    model = model if model is not None else build_model(cfg.model).model
-    a = cfg.algorithm
-    rest = release(model, np.zeros(model.n)).q
-    target = np.asarray(a.target if a.target is not None else model.fk(rest), dtype=float)
-    p = LiveParams.from_config(cfg, target)
-    try:
-        plan = plan_target(model, target, [rest], a.tolerance, period=1.0 / cfg.loop.rate,
-                           effort_feedforward=cfg.loop.effort_feedforward, params=p)
-    except UnstableTarget as exc:
-        raise ConfigError(f"{_where(cfg, 'algorithm.target', origins)} = "
-                          f"{target.tolist()}: {exc}") from None
-    try:
-        return with_stability(replace(p, target=plan.target), plan.loop, what="algorithm")
-    except ParamError as exc:
-        where = _where(cfg, exc.what, origins)
-        raise ConfigError(f"{where}{str(exc)[len(exc.what):]}") from None
-
-
-def _where(cfg: Config, dotted: str, origins: Mapping[str, tuple[Any, str]] | None) -> str:
-    """``--flag (table.key)`` for a value from the command line, else ``file: table.key``."""
-    flag = (origins or {}).get(dotted)
-    return f"{flag[1]} ({dotted})" if flag else f"{cfg.source}: {dotted}"
-
-
 def parse_target(value: Any, task_dim: int, reach: float | None = None) -> FloatArray:
     """A target vector of ``task_dim`` finite numbers within reach of the base (a bare number
-    when task_dim is 1): :func:`~poise.controller.rules.check_target`."""
+    when task_dim is 1): :func:`~poise.api.rules.check_target`."""
     try:
         return np.asarray(check_target(value, task_dim, reach), dtype=float)
     except RuleError as exc:

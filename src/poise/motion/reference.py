@@ -18,14 +18,14 @@ the IK's feedback error is measured against the *model's predicted response* to 
   predicted: the static error (what feedback is for) and the part of the sway the model got
   wrong; ``x_ref`` ends at the target, and past its end the error is ``x* − h(q)`` as before;
 * the reference is a signal from outside the loop, so the closed loop's stability (its bound,
-  :mod:`poise.controller.stability`) is unchanged.
+  :mod:`poise.motion.stability`) is unchanged.
 
 :func:`predicted_response` computes ``x_ref`` off the loop, when a target is planned: the
 controller's own model (its dynamics, with the actuators' position loop as
-:class:`~poise.controller.stability.LoopLinearisation` assumes it) driven by the same control
+:class:`~poise.motion.stability.LoopLinearisation` assumes it) driven by the same control
 step in feedforward mode, from rest at the current q̄, one row per loop period from the move's
 first cycle until the predicted response has settled. :class:`ControlStep
-<poise.controller.step.ControlStep>` follows it (:meth:`~poise.controller.step.ControlStep.follow`).
+<poise.motion.step.ControlStep>` follows it (:meth:`~poise.motion.step.ControlStep.follow`).
 """
 
 from __future__ import annotations
@@ -37,18 +37,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from poise.controller.dwell import dwell_move
-from poise.controller.rules import MODE_CHANGE
+from poise.api.rules import MODE_CHANGE
 from poise.models.actuation import split
 from poise.models.base import FloatArray, MechanicalModel
+from poise.motion.dwell import dwell_move
 
 if TYPE_CHECKING:
     from poise.controller.config import Config
-    from poise.controller.params import LiveParams
-    from poise.controller.planner import TargetPlan
-    from poise.controller.safety import SafetyLimits
-    from poise.controller.step import StepOutput
-    from poise.controller.stepper import Stepper
+    from poise.motion.params import LiveParams
+    from poise.motion.planner import TargetPlan
+    from poise.motion.safety import SafetyLimits
+    from poise.motion.step import StepOutput
+    from poise.motion.stepper import Stepper
 
 #: The predicted response counts as settled when it stays this close to its end for
 #: :data:`SETTLED_PERIODS` periods of the slowest structural mode [fraction of the tolerance].
@@ -69,7 +69,7 @@ CHECKS_PER_PERIOD = 4
 MOVE_SHAPERS = ("zvdd", "zvd", "zv")
 MOVE_SPEEDS = (1.0, 0.7, 0.5)
 #: Where the arm's equilibrium moves unevenly along the line, each shaper also slowed where
-#: it moves fast (:func:`~poise.controller.warp.equilibrium_warp`), its equilibrium never
+#: it moves fast (:func:`~poise.motion.warp.equilibrium_warp`), its equilibrium never
 #: faster than these fractions of its mean speed along the line ...
 MOVE_WARPS = (0.7, 0.5)
 #: ... at these fractions of the allowed speed.
@@ -115,7 +115,7 @@ class Prediction:
                  effort_feedforward: bool, shaper: str,
                  stepper_factory: Callable[[str, MechanicalModel], Stepper],
                  compiled: bool = True) -> None:
-        from poise.controller.step import ControlStep
+        from poise.motion.step import ControlStep
         from poise.sim.simulator import Simulator
 
         slow = plan.loop.slowest_mode() if plan.loop is not None else None
@@ -267,13 +267,13 @@ def shapers_fall_short(model: MechanicalModel, plan: TargetPlan, q_bar: FloatArr
     """Whether the shapers designed at the ends of ``plan``'s move from ``q_bar`` may leave
     the arm ringing, so that :func:`choose_move` chooses its move on the model: the slowest
     structural mode at the start or the goal is lightly damped (``ζ <``
-    :data:`~poise.controller.shaping.ZETA_SHAPED`: the soft arms ring long after a move), or
+    :data:`~poise.motion.shaping.ZETA_SHAPED`: the soft arms ring long after a move), or
     its frequency at one end differs from the other's by more than :data:`MODE_CHANGE` (the
     dancer leaning towards upright, 1.35 → 0.82 rad/s at ζ 0.2–0.3: its ZVDD-shaped move
     left the ankle swinging by 0.05 rad and settled after 24 s, 3 T = 23 s; the move chosen
     on the model after 13 s)."""
-    from poise.controller.shaping import ZETA_SHAPED
-    from poise.controller.stability import structural_modes
+    from poise.motion.shaping import ZETA_SHAPED
+    from poise.motion.stability import structural_modes
 
     if plan.loop is None:
         return False
@@ -293,9 +293,9 @@ def move_candidates(model: MechanicalModel, plan: TargetPlan, q_bar: FloatArray
     warped by each cap of :data:`MOVE_WARPS` at each speed of :data:`WARP_SPEEDS`, tried
     before the straight ones (they settle first where they apply, and the others are then
     given up sooner). ``plan`` first: it wins ties."""
-    from poise.controller.shaping import shaper_for
-    from poise.controller.stability import structural_modes
-    from poise.controller.warp import equilibrium_path, path_warp
+    from poise.motion.shaping import shaper_for
+    from poise.motion.stability import structural_modes
+    from poise.motion.warp import equilibrium_path, path_warp
 
     assert plan.loop is not None and plan.qa_goal is not None
     q_bar = np.asarray(q_bar, dtype=float)
@@ -320,9 +320,9 @@ def move_candidates(model: MechanicalModel, plan: TargetPlan, q_bar: FloatArray
 def line_time(plan: TargetPlan, q_bar: FloatArray, model: MechanicalModel,
               limits: SafetyLimits) -> float:
     """How long ``plan``'s straight line from ``q_bar`` lasts at the allowed speed, unshaped
-    [s] (:func:`~poise.controller.planner.approach_move`)."""
-    from poise.controller.planner import approach_move
-    from poise.controller.shaping import Shaper
+    [s] (:func:`~poise.motion.planner.approach_move`)."""
+    from poise.motion.planner import approach_move
+    from poise.motion.shaping import Shaper
 
     straight = replace(plan, shaper=Shaper(), start_shaper=Shaper(), speed=1.0, warp=None)
     qa = split(model, np.asarray(q_bar, dtype=float))[0]
@@ -338,7 +338,7 @@ def choose_move(plan: TargetPlan, q_bar: FloatArray | None, params: LiveParams,
     With ``loop.choose_move`` where the shapers at the move's ends may leave the arm ringing
     (:func:`shapers_fall_short`), each of :func:`move_candidates`, with the dwell move
     solved on the model right after the plan's own
-    (:func:`~poise.controller.dwell.dwell_move`, where there is one), runs through a
+    (:func:`~poise.motion.dwell.dwell_move`, where there is one), runs through a
     :class:`Prediction` (pruned as soon as it cannot beat the best so far, and settled only
     as far as :data:`CHOOSING_FRACTION`: the chosen one alone runs on to its reference) and
     the one whose response enters the tolerance for good first is kept, among those that

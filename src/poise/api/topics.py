@@ -29,7 +29,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from poise.controller.bus import COMMAND_NAMES, CycleSample
+from poise.api.bus import COMMAND_NAMES, CycleSample
 
 #: Root of every topic.
 PREFIX = "poise"

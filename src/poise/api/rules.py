@@ -12,7 +12,7 @@ components within :func:`target_bound` of the base (``TARGET_REACH_FACTOR`` × t
 reach).
 
 One range depends on the robot, the target and the rate, so it cannot be static: the
-feedback loop's stability bound (:mod:`poise.controller.stability`). Whoever knows it (the
+feedback loop's stability bound (:mod:`poise.motion.stability`). Whoever knows it (the
 controller when a command arrives, the dashboard from the published ``params``, ``poise run``
 before it starts) checks a gain with :func:`check_gain_bound`, so the refusal reads the same
 everywhere.
@@ -40,20 +40,23 @@ ALGORITHMS = ("alg1", "alg2", "plain")
 UPDATES = ("inverse", "pinv", "dls", "transpose")
 MODES = ("ff", "fb")
 PACINGS = ("device", "host")
+#: The loop thread's default SCHED_FIFO priority (``loop.priority``); a virtual device runs
+#: one below it.
+DEFAULT_LOOP_PRIORITY = 20
 #: Where the controller runs (``[loop] process``): a process of its own, or the caller's.
 PROCESSES = ("own", "shared")
-#: Input shapers of the moves to a target (``[loop] shaper``, :func:`poise.controller.shaping.
+#: Input shapers of the moves to a target (``[loop] shaper``, :func:`poise.motion.shaping.
 #: shaper_for`): chosen from the modes' damping, or one kind for the slowest mode, or none.
 SHAPERS = ("auto", "zv", "zvd", "zvdd", "off")
 #: Modes with a damping ratio below this are lightly damped: the slowest gets a ZVDD shaper
 #: (the soft arms, ζ ≈ 0.05–0.09, ring for many periods). Above it a ZV shaper, half a damped
 #: period instead of 1.5: the double pendulum (ζ 0.22) then reaches the demo's target within
-#: the 3 s of ``poise run --duration 3`` (:mod:`poise.controller.shaping`).
+#: the 3 s of ``poise run --duration 3`` (:mod:`poise.motion.shaping`).
 ZETA_SHAPED = 0.15
 #: A shaper designed at one end of a move cancels its mode within about this relative error
 #: of the mode's frequency (ZVDD: ±25 %); where the slowest mode's frequency differs more
 #: between the ends, the move is chosen on the model
-#: (:func:`poise.controller.reference.shapers_fall_short`).
+#: (:func:`poise.motion.reference.shapers_fall_short`).
 MODE_CHANGE = 0.25
 #: Device protocols (``[device] protocol``): the poise wire protocol or a Dynamixel servo bus.
 PROTOCOLS = ("poise", "dynamixel")
@@ -73,7 +76,7 @@ GAIN_KEYS = ("gamma", "gamma_z", "gamma_e", "damping", "update")
 #: The gains that are rates [1/s] (bounded by the loop rate).
 RATE_GAINS = ("gamma", "gamma_z", "gamma_e")
 #: A rate gain given as this follows the stability bound: a stated fraction of it
-#: (:data:`poise.controller.bounds.DEFAULT_FRACTION`), recomputed with the target.
+#: (:data:`poise.motion.bounds.DEFAULT_FRACTION`), recomputed with the target.
 AUTO = "auto"
 #: Largest damping λ accepted (dimensionless; beyond it the step is ~0).
 MAX_DAMPING = 1e3

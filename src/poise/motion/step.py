@@ -1,12 +1,12 @@
 """The control cycle's logic as a pure object: measured q + live parameters → setpoint.
 
 :class:`ControlStep` holds the IK stepper (Algorithm 1 / 2 / plain, see
-:mod:`poise.controller.stepper`), the safety limits and the approach goal of the current target
-plan (:mod:`poise.controller.planner`). One call of :meth:`ControlStep.update` per cycle::
+:mod:`poise.motion.stepper`), the safety limits and the approach goal of the current target
+plan (:mod:`poise.motion.planner`). One call of :meth:`ControlStep.update` per cycle::
 
     IK update of q̄a (ff: error from h(q̄), fb: from the measured h(q))
       → approach: to a new plan's goal first, a rate-limited line input-shaped on the
-        structural modes (:mod:`poise.controller.shaping`), replacing the IK's update;
+        structural modes (:mod:`poise.motion.shaping`), replacing the IK's update;
         else in fb, anti-windup (an actuator that cannot follow stops integrating away)
       → safety layer (rate and position limits, NaN guard)
       → q̄ made consistent with the setpoint; τ_ff = G_a(q̄)
@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from poise.controller.params import LiveParams
-from poise.controller.planner import TargetPlan, approach_move, plan_target
-from poise.controller.safety import SafetyLimits, all_finite, limit_setpoint
-from poise.controller.shaping import ShapedMove
-from poise.controller.stepper import Stepper, make_stepper
 from poise.models.base import FloatArray, MechanicalModel
+from poise.motion.params import LiveParams
+from poise.motion.planner import TargetPlan, approach_move, plan_target
+from poise.motion.safety import SafetyLimits, all_finite, limit_setpoint
+from poise.motion.shaping import ShapedMove
+from poise.motion.stepper import Stepper, make_stepper
 
 if TYPE_CHECKING:
     from poise.kernels.packed import PackedModel
@@ -43,7 +43,7 @@ def stepper_factory(model: MechanicalModel, compiled: bool = True, *, dynamics: 
 
     With ``compiled`` and a model family that has kernels, the kernels are compiled (or
     loaded from Numba's cache) here, once, so that no cycle ever compiles; the factory then
-    makes compiled steppers (:mod:`poise.kernels.steppers`). Otherwise: the numpy reference
+    makes compiled steppers (:mod:`poise.motion.compiled_steppers`). Otherwise: the numpy reference
     steppers and no report. ``dynamics``: also the simulator's right-hand side.
     """
     packed = kernel_pack(model, compiled)
@@ -69,7 +69,7 @@ def compiled_factory(model: MechanicalModel, packed: PackedModel
                      ) -> Callable[[str, MechanicalModel], Stepper]:
     """A stepper factory making compiled steppers for ``model`` (``packed``; its kernels
     warmed up first) and the numpy reference for any other model (a calibration's)."""
-    from poise.kernels import make_compiled_stepper
+    from poise.motion.compiled_steppers import make_compiled_stepper
 
     def make(name: str, m: MechanicalModel) -> Stepper:
         if m is not model:  # a model replaced since (a calibration): the reference
@@ -122,11 +122,11 @@ class ControlStep:
         effort_feedforward: send ``τ_ff = G_a(q̄)`` with the setpoint.
         stepper_factory: builds the IK stepper for an algorithm name.
         delay: the sensor-to-setpoint delay [whole periods] the plans' stability analysis
-            assumes (:func:`~poise.controller.stability.delay_periods`): 0 for an in-process
+            assumes (:func:`~poise.motion.stability.delay_periods`): 0 for an in-process
             plant stepped in simulated time, 1 for a device (a setpoint is written a
             fraction of a period after the sample it answers).
         shaper: the input shaper of the moves to a target (``[loop] shaper``,
-            :func:`~poise.controller.shaping.shaper_for`).
+            :func:`~poise.motion.shaping.shaper_for`).
     """
 
     def __init__(self, model: MechanicalModel, limits: SafetyLimits, period: float, *,
@@ -172,7 +172,7 @@ class ControlStep:
 
     def make_plan(self, target: FloatArray, q_measured: FloatArray | None,
                   tol: float, params: LiveParams | None = None) -> TargetPlan:
-        """The plan of ``target`` (:func:`~poise.controller.planner.plan_target`) from the
+        """The plan of ``target`` (:func:`~poise.motion.planner.plan_target`) from the
         current q̄, the measured q and the last plan's goal, with the loop linearised at its
         goal (stability bound, shaper; with ``params``, the bounds of their algorithm in
         both modes computed ahead); does not adopt it.
@@ -199,10 +199,10 @@ class ControlStep:
 
     def follow(self, plan: TargetPlan, reference: FloatArray) -> bool:
         """Make feedback follow ``reference`` after ``plan``'s move: the model's predicted
-        response to it (:func:`~poise.controller.reference.predicted_response`, rows from
+        response to it (:func:`~poise.motion.reference.predicted_response`, rows from
         the move's first cycle, one per period). After the move, cycle ``i`` of it aims the
         IK at row ``i`` in place of the target, so feedback integrates only what the model
-        did not predict (:mod:`poise.controller.reference`); past the last row, the target.
+        did not predict (:mod:`poise.motion.reference`); past the last row, the target.
         A reference that arrives after the move began joins it at the current cycle.
         Returns False (nothing changes) when ``plan`` is no longer the current plan."""
         if plan is not self.plan:
@@ -354,7 +354,7 @@ class ControlStep:
     def _compiled_cycle(self, stepper: Any, q: FloatArray, p: LiveParams, fb: bool,
                         saturated: bool) -> tuple[FloatArray, FloatArray]:
         """h(q), the IK update, the guard and the commit of a compiled stepper in one kernel
-        call (:meth:`poise.kernels.steppers.CompiledStepper.cycle`); returns
+        call (:meth:`poise.motion.compiled_steppers.CompiledStepper.cycle`); returns
         ``(h(q), x used)``."""
         move_qa = self._begin(stepper)
         p = self._aimed(p, fb, move_qa is not None)
@@ -369,7 +369,7 @@ class ControlStep:
 
     def wire_cycle(self, p: LiveParams, buffers: WireBuffers, data: bytes) -> int:
         """:meth:`update` from the bytes of one read to the bytes of its setpoint, in one
-        compiled call (:meth:`~poise.kernels.steppers.CompiledStepper.wire`) for a compiled
+        compiled call (:meth:`~poise.motion.compiled_steppers.CompiledStepper.wire`) for a compiled
         stepper of ``p.algorithm`` already running (call :meth:`wire_output` next).
 
         Returns:

@@ -2,7 +2,7 @@
 
 A lightly damped arm rings for tens of seconds after a quick tendon move, whatever the
 integrator does afterwards. What the model knows prevents it: the structural modes of the
-linearised plant (:mod:`poise.controller.stability`). A zero-vibration shaper (Singer and
+linearised plant (:mod:`poise.motion.stability`). A zero-vibration shaper (Singer and
 Seering, 1990) convolves the commanded motion with impulses timed and scaled so that the
 vibration each one starts is cancelled by the next: for a mode ``(ω, ζ)`` with
 ``ω_d = ω √(1 − ζ²)`` and ``K = exp(−ζπ / √(1 − ζ²))``
@@ -29,7 +29,7 @@ with ``T_move`` the straight line's duration at the allowed actuator speeds: the
 exceeds the unshaped one (the amplitudes are positive and sum to 1), so the safety layer's rate
 limit never distorts it. A :class:`Warp` ``w`` replaces the progress ``p`` by ``w(p)`` and
 ``T_move`` by ``T_move · max w′``: the same path, slower where the arm's equilibrium moves
-fast (:mod:`poise.controller.warp`). It is evaluated in closed form, with no buffer of past
+fast (:mod:`poise.motion.warp`). It is evaluated in closed form, with no buffer of past
 commands: one scalar per cycle, written into a preallocated vector.
 """
 
@@ -42,9 +42,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from poise.controller.rules import SHAPERS, ZETA_SHAPED
-from poise.controller.stability import Mode
+from poise.api.rules import SHAPERS, ZETA_SHAPED
 from poise.models.base import FloatArray
+from poise.motion.stability import Mode
 
 #: Modes damped up to this still get a ZV shaper (half a damped period): a slow one rings
 #: long and far even so (the dancer with a leg raised sways at 0.54 rad/s, ζ = 0.4).
@@ -109,7 +109,7 @@ class Warp:
     progress ``s = w(f)`` at knots ``f`` (both ascending from 0 to 1), linear in between.
 
     The identity is the straight line at constant speed. A warp slows the line where the
-    arm's equilibrium moves fast (:func:`poise.controller.warp.equilibrium_warp`); a move
+    arm's equilibrium moves fast (:func:`poise.motion.warp.equilibrium_warp`); a move
     under it lasts :attr:`steepest` times longer, so that no actuator moves faster than it
     would on the unwarped line.
     """
@@ -126,7 +126,7 @@ class Warp:
     @property
     def pauses(self) -> list[tuple[float, float]]:
         """Where the line holds still: ``(s, Δf)`` per flat piece, its line progress and its
-        share of the shaped progress (a dwell move, :mod:`poise.controller.dwell`)."""
+        share of the shaped progress (a dwell move, :mod:`poise.motion.dwell`)."""
         return [(s0, f1 - f0) for f0, f1, s0, s1
                 in zip(self.f, self.f[1:], self.s, self.s[1:], strict=False)
                 if f1 > f0 and s1 == s0]
@@ -152,7 +152,7 @@ def _k_and_half_period(mode: Mode) -> tuple[float, float]:
 def shaper_for(modes: Sequence[Mode], kind: str = "auto") -> Shaper:
     """The shaper of a plant's structural ``modes`` (slowest first): of the modes damped
     below :data:`ZETA_DAMPED` (at most :data:`MAX_SHAPED_MODES`, the slowest), the first gets
-    ``kind`` (``[loop] shaper``, :data:`~poise.controller.rules.SHAPERS`): with ``"auto"``
+    ``kind`` (``[loop] shaper``, :data:`~poise.api.rules.SHAPERS`): with ``"auto"``
     ZVDD when it is lightly damped (ζ < :data:`ZETA_SHAPED`), else ZV; the others ZV. The
     identity if every mode is well damped, or with ``"off"``.
 

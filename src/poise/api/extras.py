@@ -5,7 +5,7 @@ headless robot computer with no Qt and no matplotlib. Everything else is an extr
 ``pyproject.toml`` and named here, so that a command whose extra is missing says which
 ``pip install`` to run instead of failing with a bare ``ModuleNotFoundError``::
 
-    from poise.extras import require
+    from poise.api.extras import require
     require("plot", "poise log plot")   # raises MissingExtra naming pip install 'poise[plot]'
 """
 

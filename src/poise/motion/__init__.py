@@ -1,0 +1,39 @@
+"""poise.motion: everything that turns a target into an actuator reference.
+
+* :mod:`~poise.motion.planner` — the held goal of a target (Algorithm 1 / 2 from the current
+  state) and its approach; :class:`~poise.motion.planner.MotionPlanner`, the one entry point;
+* :mod:`~poise.motion.stability`, :mod:`~poise.motion.bounds` — the structural modes of the
+  held configuration and the feedback loop's stability bound;
+* :mod:`~poise.motion.shaping`, :mod:`~poise.motion.warp`, :mod:`~poise.motion.dwell` — the
+  move's profile (input shaping, equilibrium warp, dwell);
+* :mod:`~poise.motion.reference` — the model's predicted response to a move, and the choice
+  of move on the model;
+* :mod:`~poise.motion.params` — the live parameters a cycle reads;
+* :mod:`~poise.motion.stepper`, :mod:`~poise.motion.compiled_steppers` — one IK step per
+  cycle (numpy reference and compiled);
+* :mod:`~poise.motion.step` — :class:`~poise.motion.step.ControlStep`, the cycle's logic as a
+  pure object; :mod:`~poise.motion.safety` — the setpoint's limits.
+
+It imports from ``ik``, ``sim``, ``kernels`` and ``models``, never from ``controller``.
+"""
+
+import importlib
+from typing import Any
+
+#: Names imported on first use (PEP 562): importing one module does not load Numba and SciPy.
+_HOME = {
+    "MotionPlanner": "poise.motion.planner", "Move": "poise.motion.planner",
+    "ControlStep": "poise.motion.step", "LiveParams": "poise.motion.params",
+    "make_compiled_stepper": "poise.motion.compiled_steppers",
+    "make_stepper": "poise.motion.stepper",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'poise.motion' has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)
+
+
+__all__ = sorted(_HOME)

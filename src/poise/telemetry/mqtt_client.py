@@ -1,0 +1,34 @@
+"""An aiomqtt client for a broker of :class:`~poise.api.mqtt_config.MqttConfig` (the
+settings are the shared vocabulary; the client library belongs to this layer)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiomqtt
+from paho.mqtt.client import MQTT_CLEAN_START_FIRST_ONLY
+
+from poise.api.mqtt_config import MqttConfig
+
+
+def mqtt_client(config: MqttConfig, *, will: aiomqtt.Will | None = None,
+                identifier: str | None = None, clean_session: bool = True,
+                queue_type: type[asyncio.Queue[aiomqtt.Message]] | None = None,
+                v5: bool = False) -> aiomqtt.Client:
+    """An aiomqtt client for this broker (not yet connected); ``queue_type`` orders the
+    received messages (aiomqtt's option); ``v5``: MQTT 5 (a clean start stands for
+    ``clean_session``), else 3.1.1."""
+    version = aiomqtt.ProtocolVersion.V5 if v5 else aiomqtt.ProtocolVersion.V311
+    return aiomqtt.Client(
+        config.host, config.port, username=config.username, password=config.password,
+        identifier=identifier, will=will,
+        clean_session=None if v5 else clean_session, protocol=version,
+        clean_start=clean_session if v5 else MQTT_CLEAN_START_FIRST_ONLY,
+        queue_type=queue_type,
+        keepalive=config.keepalive, timeout=5.0, tls_context=config.tls_context(),
+        transport=config.transport,  # type: ignore[arg-type]
+        websocket_path=config.websocket_path,
+        tls_insecure=config.tls_insecure if config.tls else None)
+
+
+__all__ = ["mqtt_client"]
