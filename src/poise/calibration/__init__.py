@@ -15,7 +15,11 @@ Modules: :mod:`~poise.calibration.regressor` (``Y(q, τ)`` per family and the ma
 model description), :mod:`~poise.calibration.identify` (fit, identifiability, statistics),
 :mod:`~poise.calibration.poses` (poses, excitation, synthetic data),
 :mod:`~poise.calibration.settle`, :mod:`~poise.calibration.routine` (the device routine),
-:mod:`~poise.calibration.calfile`, :mod:`~poise.calibration.report`. See ``docs/calibration.md``.
+:mod:`~poise.calibration.calfile`, :mod:`~poise.calibration.report`; the stages of the fit
+(:mod:`~poise.calibration.grouping`, :mod:`~poise.calibration.holdout`,
+:mod:`~poise.calibration.lsq`, :mod:`~poise.calibration.diagnosis`); the ``poise calibrate``
+workflow (:mod:`~poise.calibration.workflow`, :mod:`~poise.calibration.posefile`).
+See ``docs/calibration.md``.
 """
 
 from poise.calibration.calfile import (

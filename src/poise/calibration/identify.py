@@ -26,19 +26,39 @@ Statistics: ``σ̂² = ‖r‖² / (N·n − p)``, ``cov(π) = σ̂² (YᵀY)⁻
 ``σ̂² V Σ⁻² Vᵀ``), standard errors ``√diag``; residuals on the fit poses and on held-out poses
 (every k-th pose, not used in the fit); and the equilibrium prediction error: the calibrated
 model's held configuration at the measured actuator positions vs the measured ``q``.
+
+Stages, one module each: :mod:`~poise.calibration.grouping` (scale and tied groups),
+:mod:`~poise.calibration.holdout` (validation poses), :mod:`~poise.calibration.lsq` (the scaled
+SVD solve and its statistics), :mod:`~poise.calibration.diagnosis` (identifiability and
+advice); this module runs them (:func:`identify`) and predicts the equilibria.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from poise.calibration.poses import Pose, safe_range
+from poise.calibration.diagnosis import diagnose, verdict
+from poise.calibration.grouping import (
+    DEFAULT_TIES,
+    Group,
+    group_matrix,
+    parameter_groups,
+    parse_fix,
+)
+from poise.calibration.holdout import (
+    MIN_POSES_HOLDOUT,
+    choose_holdout,
+    holdout_split,
+    poses_for_holdout,
+    validation_sentence,
+)
+from poise.calibration.lsq import fit_statics
+from poise.calibration.poses import Pose
 from poise.calibration.regressor import CalibrationError, StaticsRegressor, statics_regressor
 from poise.ik.statics import solve_statics
 from poise.models.actuation import split
@@ -183,131 +203,6 @@ def _num(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-# ----------------------------------------------------------------------------- scale
-
-
-def parse_fix(reg: StaticsRegressor, fix: str | tuple[str, float] | None) -> tuple[int, float]:
-    """The scale parameter: its index and value.
-
-    ``None``: the first moment arm at its nominal value (a tendon radius from the drawing).
-    ``"NAME"``: that parameter at its nominal value. ``"NAME=VALUE"`` or ``(NAME, VALUE)``:
-    that parameter at the given value.
-    """
-    if fix is None:
-        k = next(i for i, p in enumerate(reg.params) if p.kind == "moment_arm")
-        return k, float(reg.nominal[k])
-    if isinstance(fix, tuple):
-        name, value = fix
-        return reg.index(name), float(value)
-    match = re.fullmatch(r"\s*([^=\s]+)\s*(?:=\s*(\S+))?\s*", fix)
-    if not match:
-        raise CalibrationError(f"fix = {fix!r}: expected NAME or NAME=VALUE")
-    k = reg.index(match.group(1))
-    if match.group(2) is None:
-        return k, float(reg.nominal[k])
-    try:
-        value = float(match.group(2))
-    except ValueError:
-        raise CalibrationError(f"fix = {fix!r}: {match.group(2)!r} is not a number") from None
-    if not math.isfinite(value) or value == 0.0:
-        raise CalibrationError(f"fix = {fix!r}: the known value must be finite and non-zero")
-    return k, value
-
-
-#: Parameter kinds tied by default, per family (see :func:`parameter_groups`).
-DEFAULT_TIES = {"planar_tree": (), "planar_pcc": ("mass",)}
-
-
-@dataclass(frozen=True)
-class Group:
-    """Parameters estimated as one: ``π[members] = ratios · θ``.
-
-    ``ratios`` keep the nominal proportions (1 for the first member); ``name`` is the first
-    member's name with the coordinate replaced by ``*`` (``mass[*]``) when several are tied.
-    """
-
-    name: str
-    members: tuple[int, ...]
-    ratios: tuple[float, ...]
-
-
-def parameter_groups(reg: StaticsRegressor, tie: Sequence[str] = ()) -> list[Group]:
-    """One group per parameter, except that every parameter of a kind listed in ``tie``
-    (``stiffness``, ``k_rest``, ``mass``, ``mass_moment``, ``moment_arm``) joins one group
-    whose members keep their nominal ratios, or one group per actuated section with
-    ``KIND:section`` (coordinates crossed by the same actuators).
-
-    Tying states a modelling assumption ("the arm is cast from one material: every segment has
-    the same mass") that removes directions the data cannot resolve.
-    """
-    kinds = {"stiffness", "k_rest", "mass", "mass_moment", "moment_arm"}
-    spec: dict[str, str] = {}
-    for t in tie:
-        kind, _, how = t.partition(":")
-        if kind not in kinds or how not in ("", "section"):
-            raise CalibrationError(f"tie = {t!r}: expected KIND or KIND:section with KIND one "
-                                   f"of {', '.join(sorted(kinds))}")
-        if not any(p.kind == kind for p in reg.params):
-            raise CalibrationError(f"tie = {t!r}: {reg.model.name} has no {kind} parameters")
-        spec[kind] = how or "all"
-    A = reg.A_nominal
-    section = {i: tuple(np.nonzero(A[:, i])[0]) for i in range(reg.n)}
-    groups: list[Group] = []
-    done: set[int] = set()
-    for k, p in enumerate(reg.params):
-        if k in done:
-            continue
-        how = spec.get(p.kind)
-        if how is None:
-            groups.append(Group(p.name, (k,), (1.0,)))
-            done.add(k)
-            continue
-        members = [i for i, q in enumerate(reg.params) if q.kind == p.kind and i not in done
-                   and (how == "all" or section[q.coordinate] == section[p.coordinate])]
-        ref = reg.nominal[members[0]]
-        ratios = tuple(float(reg.nominal[i] / ref) if ref != 0 else 1.0 for i in members)
-        if len(members) == 1:
-            name = p.name
-        elif how == "all":
-            name = p.name.split("[")[0] + "[*]"
-        else:
-            name = p.name.split("[")[0] + "[" + "+".join(
-                reg.coordinate_names[reg.params[i].coordinate] for i in members) + "]"
-        groups.append(Group(name, tuple(members), ratios))
-        done.update(members)
-    return groups
-
-
-#: Fewest poses from which any is held out (fewer: all are needed for the fit).
-MIN_POSES_HOLDOUT = 4
-
-
-def holdout_split(count: int, fraction: float) -> tuple[list[int], list[int]]:
-    """Every k-th pose (k = round(1/fraction), starting at k // 2) is held out."""
-    if fraction <= 0 or count < MIN_POSES_HOLDOUT:
-        return list(range(count)), []
-    k = max(2, round(1.0 / fraction))
-    hold = list(range(k // 2, count, k))
-    return [i for i in range(count) if i not in hold], hold
-
-
-def _holdout_fits(count: int, fraction: float, rows_per_pose: int, n_free: int) -> bool:
-    """Whether :func:`identify` holds poses out of ``count``: some are, and the rest still
-    give more statics rows than free parameters."""
-    fit, hold = holdout_split(count, fraction)
-    return bool(hold) and len(fit) * rows_per_pose >= n_free + 1
-
-
-def poses_for_holdout(fraction: float, rows_per_pose: int, n_free: int) -> int | None:
-    """Fewest settled poses with which :func:`identify` holds some out for validation (it needs
-    more rows than free parameters in the rest); None when ``fraction`` ≤ 0 (validation off)."""
-    if fraction <= 0:
-        return None
-    count = MIN_POSES_HOLDOUT
-    while not _holdout_fits(count, fraction, rows_per_pose, n_free):
-        count += 1
-    return count
-
 
 # ----------------------------------------------------------------------------- the fit
 
@@ -351,6 +246,9 @@ def identify(
 
     Raises:
         CalibrationError: no usable poses, bad ``fix`` or ``tie``, unsupported model family.
+
+    One pipeline over the stage modules (group → hold out → fit → diagnose → calibrated model
+    → equilibria → result); kept in one function so the order of the stages reads in one place.
     """
     reg = statics_regressor(model)
     pose_list = [p for p in poses if use_unsettled or p.settled]
@@ -359,189 +257,88 @@ def identify(
     k_fix, v_fix = parse_fix(reg, fix)
     ties = DEFAULT_TIES.get(reg.family, ()) if tie is None else tuple(tie)
     groups = parameter_groups(reg, ties)
-    T = np.zeros((reg.p, len(groups)))
-    for g, grp in enumerate(groups):
-        T[list(grp.members), g] = grp.ratios
+    T = group_matrix(reg, groups)
     g_fix = next(g for g, grp in enumerate(groups) if k_fix in grp.members)
-    theta_fix = v_fix / T[k_fix, g_fix]
-    free = [g for g in range(len(groups)) if g != g_fix]
-    if isinstance(holdout, (int, float)):
-        fit_idx, hold_idx = holdout_split(len(pose_list), float(holdout))
-    else:
-        hold_idx = sorted(set(int(i) for i in holdout))
-        fit_idx = [i for i in range(len(pose_list)) if i not in hold_idx]
-    if len(fit_idx) * reg.n < len(free) + 1 and hold_idx:
-        fit_idx, hold_idx = list(range(len(pose_list))), []
-    needed = (poses_for_holdout(float(holdout), reg.n, len(free))
-              if isinstance(holdout, (int, float)) else None)
-
+    fit_idx, hold_idx, needed = choose_holdout(len(pose_list), holdout, reg.n, len(groups) - 1)
     qs = np.array([p.q for p in pose_list])
+    qa = np.array([p.qa for p in pose_list])
     taus = np.array([p.tau for p in pose_list])
     Y_all = np.stack([reg.rows(q, t) for q, t in zip(qs, taus, strict=True)])  # (N, n, p)
-    Yt = Y_all[fit_idx].reshape(-1, reg.p) @ T  # grouped columns
-    Yr = Yt[:, free]
-    b_s = -Yt[:, g_fix] * theta_fix
-    s = np.array([reg.scales[groups[g].members[0]] for g in free])
-    n_off = reg.m if kinematics else 0
-    if kinematics:
-        # qa_j = Σ_i A_ji q_i + o_j: moment-arm columns get q_i, the offset column 1
-        K = np.zeros((len(fit_idx), reg.m, reg.p))
-        for col, (j, i) in enumerate(reg.arm_index):
-            K[:, j, reg._a0 + col] = qs[fit_idx, i]
-        Kt = K.reshape(-1, reg.p) @ T
-        Kr = np.hstack([Kt[:, free], np.tile(np.eye(reg.m), (len(fit_idx), 1))])
-        b_k = np.array([pose_list[i].qa for i in fit_idx]).reshape(-1) - Kt[:, g_fix] * theta_fix
-        width = _actuator_widths(model)
-        s_all = np.concatenate([s, width])
-        # block weights 1/σ from each block's own fit (floors keep noise-free data exact)
-        w_s = 1.0 / _block_sigma(np.hstack([Yr, np.zeros((Yr.shape[0], n_off))]) * s_all, b_s)
-        w_k = 1.0 / _block_sigma(Kr * s_all, b_k)
-        A_w = np.vstack([np.hstack([Yr, np.zeros((Yr.shape[0], n_off))]) * w_s, Kr * w_k])
-        b_w = np.concatenate([b_s * w_s, b_k * w_k])
-    else:
-        s_all = s
-        w_s, w_k = 1.0, 0.0
-        A_w, b_w = Yr, b_s
-    Ys = A_w * s_all
-    U, sv_r, Vt = np.linalg.svd(Ys, full_matrices=True)  # Vt: all directions, also unseen ones
-    U = U[:, : sv_r.size]
-    sv = np.zeros(Ys.shape[1])
-    sv[: sv_r.size] = sv_r
-    smax = float(sv[0]) if sv.size else 0.0
-    rank = int(np.sum(sv > rcond * smax)) if smax > 0 else 0
-    cond = float(smax / sv[-1]) if sv.size and sv[-1] > 0 else math.inf
-    sv_raw = np.linalg.svd(Yr, compute_uv=False)
-    cond_raw = float(sv_raw[0] / sv_raw[-1]) if sv_raw[-1] > 0 else math.inf
-
-    # least squares in the scaled coordinates on the numerical range (minimum norm if deficient)
-    inv = np.where(np.arange(sv.size) < rank, 1.0 / np.where(sv > 0, sv, 1.0), 0.0)
-    x = s_all * (Vt.T @ (inv * np.concatenate([U.T @ b_w, np.zeros(sv.size - sv_r.size)])))
-    theta = np.empty(len(groups))
-    theta[g_fix] = theta_fix
-    theta[free] = x[: len(free)]
-    offsets = x[len(free):]
-    pi = T @ theta
-    r_w = b_w - A_w @ x
-    dof = max(A_w.shape[0] - x.size, 1)
-    sigma = float(np.linalg.norm(r_w) / math.sqrt(dof))
-    r = b_s - Yr @ theta[free]
-    residual_rms = float(np.sqrt(np.mean(r**2))) if r.size else math.nan
-    cov_x = ((Vt.T * (inv**2)) @ Vt * sigma**2) * np.outer(s_all, s_all)
-    Tf = T[:, free]
-    cov = Tf @ cov_x[: len(free), : len(free)] @ Tf.T  # (p, p), zero for the fixed group
-    se = np.sqrt(np.maximum(np.diag(cov), 0.0))
-    offset_se = np.sqrt(np.maximum(np.diag(cov_x)[len(free):], 0.0))
-    col_names = [groups[g].name for g in free] + [f"qa_offset[{j}]" for j in range(n_off)]
-
-    # held-out equation residual
-    if hold_idx:
-        Yh = Y_all[hold_idx].reshape(-1, reg.p)
-        holdout_rms = float(np.sqrt(np.mean((Yh @ pi) ** 2)))
-    else:
-        holdout_rms = math.nan
-    residuals = np.einsum("knp,p->kn", Y_all, pi)
-
-    # identifiability
-    undetermined: list[str] = []
-    weak_dirs: list[FloatArray] = []
-    for i in range(sv.size):
-        rel_se = sigma / sv[i] if sv[i] > 0 else math.inf
-        if i >= rank or rel_se > max_rel_se:
-            weak_dirs.append(Vt[i])
-    for v in weak_dirs:
-        big = np.argsort(-np.abs(v))
-        top = float(np.abs(v[big[0]]))
-        for k in big:
-            if abs(v[k]) >= 0.3 * top and abs(v[k]) >= 0.2:
-                name = col_names[k]
-                if name not in undetermined:
-                    undetermined.append(name)
-    coverage = _coverage(model, pose_list)
-    uncovered = [j for j in range(reg.m) if coverage[j] < min_coverage]
-    for j in uncovered:
-        for name in _actuator_parameters(reg, j, groups):
-            if name not in undetermined and name != groups[g_fix].name:
-                undetermined.append(name)
-    identifiable = not weak_dirs and not uncovered
-    advice = _advice(reg, model, coverage, uncovered, undetermined, weak_dirs, pose_list,
-                     groups, ties)
-
-    estimates = tuple(
-        ParameterEstimate(p.name, p.kind, p.unit, p.nominal, float(pi[i]), float(se[i]),
-                          fixed=i in groups[g_fix].members)
-        for i, p in enumerate(reg.params))
-    description = None
-    calibrated = None
-    problems: list[str] = []
-    if identifiable:
-        try:
-            description = reg.describe_with(pi)
-            calibrated = reg.model_with(pi)
-        except CalibrationError as exc:
-            identifiable = False
-            problems.append(str(exc))
-    g_idx = [reg._g0 + i for i in range(reg.n)]
-    M = reg.mass_map()
-    mass_se = np.sqrt(np.maximum(np.diag(M @ cov[np.ix_(g_idx, g_idx)] @ M.T), 0.0))
-
-    # equilibrium predictions
-    eval_model = calibrated if calibrated is not None else model
-    n_pose = len(pose_list)
-    predicted = np.full((n_pose, reg.n), np.nan)
-    eq_fit = eq_hold = eq_nom = math.nan
-    if predict:
-        predicted = np.array([_equilibrium(eval_model, p) for p in pose_list])
-        err = predicted - qs
-        eq_fit = _rms(err[fit_idx])
-        eq_hold = _rms(err[hold_idx]) if hold_idx else math.nan
-        nominal_pred = np.array([_equilibrium(model, p) for p in pose_list])
-        eq_nom = _rms(nominal_pred - qs)
-    A_hat = reg.A_of(pi)
-    qa_meas = np.array([p.qa for p in pose_list])
-    kin = np.sqrt(np.mean((qa_meas - qs @ A_hat.T) ** 2, axis=0))
-
+    fit = fit_statics(reg, model, Y_all[fit_idx], qs[fit_idx], qa[fit_idx], groups, T, g_fix,
+                      v_fix / T[k_fix, g_fix], kinematics=kinematics, rcond=rcond)
+    pi = fit.pi
+    holdout_rms = _rms(Y_all[hold_idx].reshape(-1, reg.p) @ pi) if hold_idx else math.nan
+    diag = diagnose(reg, model, fit, pose_list, groups, groups[g_fix].name, ties,
+                    max_rel_se=max_rel_se, min_coverage=min_coverage)
+    description, calibrated, problems = _calibrated(reg, pi) if diag.identifiable else (
+        None, None, [])
+    identifiable = diag.identifiable and not problems
+    predicted, eq_fit, eq_hold, eq_nom = _equilibria(
+        model, calibrated if calibrated is not None else model, pose_list, qs, fit_idx,
+        hold_idx, predict)
     validated = bool(hold_idx) and math.isfinite(holdout_rms)
-    validation = _validation(len(pose_list), hold_idx, holdout_rms, holdout, needed)
-    message = _message(model, identifiable, rank, int(x.size), cond, undetermined, advice,
-                       problems, reg.names[k_fix], v_fix, reg.params[k_fix].unit, groups,
-                       validated, validation)
+    validation = validation_sentence(len(pose_list), hold_idx, holdout_rms, holdout, needed)
     result = Identification(
-        identifiable=identifiable, message=message, parameters=estimates, pi=pi,
-        fixed=(reg.names[k_fix], v_fix), rank=rank, n_free=int(x.size), cond=cond,
-        cond_raw=cond_raw, singular_values=sv, sigma=sigma, residual_rms=residual_rms,
-        holdout_rms=holdout_rms, equilibrium_rms=eq_fit, equilibrium_rms_holdout=eq_hold,
-        nominal_equilibrium_rms=eq_nom, kinematic_rms=kin, fit_index=tuple(fit_idx),
-        holdout_index=tuple(hold_idx), undetermined=tuple(undetermined), advice=tuple(advice),
-        coverage=coverage, predicted_q=predicted, residuals=residuals, covariance=cov,
-        description=description, mass_std_error=mass_se, ties=ties,
-        groups=tuple(g.name for g in groups), qa_offset=offsets, qa_offset_std_error=offset_se,
-        weights=(float(w_s), float(w_k)), validated=validated, validation=validation,
+        identifiable=identifiable,
+        message=verdict(model, identifiable, fit.rank, fit.n_free, fit.cond, diag.undetermined,
+                        diag.advice, problems, reg.names[k_fix], v_fix,
+                        reg.params[k_fix].unit, groups, validated, validation),
+        parameters=tuple(
+            ParameterEstimate(p.name, p.kind, p.unit, p.nominal, float(pi[i]),
+                              float(fit.std_error[i]), fixed=i in groups[g_fix].members)
+            for i, p in enumerate(reg.params)),
+        pi=pi, fixed=(reg.names[k_fix], v_fix), rank=fit.rank, n_free=fit.n_free,
+        cond=fit.cond, cond_raw=fit.cond_raw, singular_values=fit.singular_values,
+        sigma=fit.sigma, residual_rms=fit.residual_rms, holdout_rms=holdout_rms,
+        equilibrium_rms=eq_fit, equilibrium_rms_holdout=eq_hold, nominal_equilibrium_rms=eq_nom,
+        kinematic_rms=np.sqrt(np.mean((qa - qs @ reg.A_of(pi).T) ** 2, axis=0)),
+        fit_index=tuple(fit_idx), holdout_index=tuple(hold_idx),
+        undetermined=tuple(diag.undetermined), advice=tuple(diag.advice),
+        coverage=diag.coverage, predicted_q=predicted,
+        residuals=np.einsum("knp,p->kn", Y_all, pi), covariance=fit.covariance,
+        description=description, mass_std_error=_mass_std_error(reg, fit.covariance), ties=ties,
+        groups=tuple(g.name for g in groups), qa_offset=fit.offsets,
+        qa_offset_std_error=fit.offset_std_error, weights=fit.weights, validated=validated,
+        validation=validation,
     )
     if raise_on_failure and not identifiable:
         raise NotIdentifiableError(result)
     return result
 
 
-def _actuator_widths(model: Any) -> FloatArray:
-    lo = np.asarray(model.qa_min, dtype=float)
-    hi = np.asarray(model.qa_max, dtype=float)
-    w = hi - lo
-    return np.where(np.isfinite(w) & (w > 0), w, 1.0)
+def _calibrated(reg: StaticsRegressor, pi: FloatArray) -> tuple[
+        dict[str, Any] | None, Any, list[str]]:
+    """``(description, model, problems)`` of the calibrated model; ``problems`` says why the
+    parameters make no valid model (then the first two are None)."""
+    try:
+        return reg.describe_with(pi), reg.model_with(pi), []
+    except CalibrationError as exc:
+        return None, None, [str(exc)]
 
 
-def _block_sigma(A: FloatArray, b: FloatArray) -> float:
-    """Residual standard deviation of one block's own least-squares fit, floored at 1e-6 of
-    the block's RMS right-hand side (or of its matrix) so that exact data stay exact."""
-    x, *_ = np.linalg.lstsq(A, b, rcond=None)
-    r = b - A @ x
-    dof = max(A.shape[0] - np.linalg.matrix_rank(A), 1)
-    sigma = float(np.linalg.norm(r) / math.sqrt(dof))
-    scale = float(np.sqrt(np.mean(b**2))) or float(np.sqrt(np.mean(A**2))) or 1.0
-    return max(sigma, 1e-6 * scale)
+def _mass_std_error(reg: StaticsRegressor, cov: FloatArray) -> FloatArray:
+    """Standard errors of the segment masses from the covariance of the gravity parameters."""
+    g_idx = [reg._g0 + i for i in range(reg.n)]
+    M = reg.mass_map()
+    return np.sqrt(np.maximum(np.diag(M @ cov[np.ix_(g_idx, g_idx)] @ M.T), 0.0))
 
 
 def _rms(x: FloatArray) -> float:
     return float(np.sqrt(np.mean(np.asarray(x) ** 2))) if np.size(x) else math.nan
+
+
+def _equilibria(nominal: Any, model: Any, poses: Sequence[Pose], qs: FloatArray,
+                fit_idx: list[int], hold_idx: list[int],
+                predict: bool) -> tuple[FloatArray, float, float, float]:
+    """``(predicted q (N, n), RMS error on the fit poses, on the held-out poses, of the nominal
+    model on all)`` [rad]; NaN without ``predict``."""
+    if not predict:
+        return np.full(qs.shape, np.nan), math.nan, math.nan, math.nan
+    predicted = np.array([_equilibrium(model, p) for p in poses])
+    err = predicted - qs
+    nominal_pred = np.array([_equilibrium(nominal, p) for p in poses])
+    return (predicted, _rms(err[fit_idx]), _rms(err[hold_idx]) if hold_idx else math.nan,
+            _rms(nominal_pred - qs))
 
 
 def _equilibrium(model: Any, pose: Pose) -> FloatArray:
@@ -550,106 +347,6 @@ def _equilibrium(model: Any, pose: Pose) -> FloatArray:
     _, qu = split(model, pose.q)
     sol = solve_statics(model, np.asarray(pose.qa, dtype=float), qu, tol=1e-10, max_iter=100)
     return sol.q
-
-
-def _coverage(model: Any, poses: Sequence[Pose]) -> FloatArray:
-    qa = np.array([p.qa for p in poses])
-    spread = qa.max(axis=0) - qa.min(axis=0)
-    try:
-        lo, hi = safe_range(model, 0.0)
-        width = hi - lo
-    except ValueError:
-        width = np.full(model.m, np.nan)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        cov = np.where(np.isfinite(width) & (width > 0), spread / width, 1.0)
-    return cov
-
-
-def _actuator_parameters(reg: StaticsRegressor, j: int, groups: list[Group]) -> list[str]:
-    """Groups that only the motion of actuator ``j`` excites: its moment arms and the
-    parameters of the coordinates it crosses."""
-    coords = {i for (jj, i) in reg.arm_index if jj == j}
-    members = {k for k, p in enumerate(reg.params)
-               if (p.kind == "moment_arm" and p.actuator == j)
-               or (p.kind != "moment_arm" and p.coordinate in coords)}
-    return [g.name for g in groups if members & set(g.members)]
-
-
-def _advice(reg: StaticsRegressor, model: Any, coverage: FloatArray, uncovered: list[int],
-            undetermined: list[str], weak_dirs: list[FloatArray], poses: Sequence[Pose],
-            groups: list[Group], ties: tuple[str, ...]) -> list[str]:
-    out: list[str] = []
-    try:
-        lo, hi = safe_range(model, 0.0)
-    except ValueError:
-        lo = hi = np.full(reg.m, np.nan)
-    for j in uncovered:
-        out.append(f"move actuator {j} over its safe range [{lo[j]:.4g}, {hi[j]:.4g}] "
-                   f"(it moved over {100 * coverage[j]:.1f} % of it)")
-    if weak_dirs and not uncovered:
-        names = set(undetermined)
-        members = {k for g in groups if g.name in names for k in g.members}
-        weak = [reg.params[k] for k in sorted(members)]
-        acts = sorted({p.actuator for p in weak if p.actuator >= 0}
-                      | {j for (j, i) in reg.arm_index if any(p.coordinate == i for p in weak)})
-        if acts:
-            out.append("excite actuator(s) " + ", ".join(map(str, acts)) + " over their whole "
-                       "safe range with more levels (a finer grid, both directions) and average "
-                       "longer at each pose, so that the gravity load changes between poses")
-        kinds = sorted({p.kind for p in weak if p.kind in ("mass", "mass_moment", "stiffness")
-                        and p.kind not in ties})
-        if kinds:
-            out.append("or, if the design justifies it, tie them (" + ", ".join(
-                f"--tie {k}" for k in kinds) + ": one value for all, nominal proportions kept)")
-        if getattr(model, "gravity", 0.0) == 0.0 and any(
-                p.kind in ("stiffness", "k_rest") for p in weak):
-            out.append("without gravity each joint's equation has its own scale: fix one known "
-                       "quantity per actuated section (e.g. each tendon radius)")
-        if len(poses) * reg.n < 2 * len(groups):
-            out.append(f"use more poses (now {len(poses)} poses for {len(groups)} parameters)")
-    return out
-
-
-def _validation(count: int, hold_idx: Sequence[int], holdout_rms: float,
-                holdout: float | Sequence[int], needed: int | None) -> str:
-    """The held-out check in one sentence (see :attr:`Identification.validation`)."""
-    if hold_idx and math.isfinite(holdout_rms):
-        return (f"validated on {len(hold_idx)} held-out pose(s) of {count}: residual RMS "
-                f"{holdout_rms:.3g} N·m")
-    if hold_idx:
-        return (f"no held-out validation: the residual on the {len(hold_idx)} held-out "
-                "pose(s) is undefined (non-finite data?)")
-    if not isinstance(holdout, (int, float)):
-        return "no held-out validation: no poses were held out"
-    if needed is None:
-        return "no held-out validation: switched off (holdout 0)"
-    return (f"no held-out validation: {count} settled pose(s) are too few to hold any out "
-            f"(validation needs at least {needed} at holdout {float(holdout):g})")
-
-
-def _message(model: Any, ok: bool, rank: int, n_free: int, cond: float, undetermined: list[str],
-             advice: list[str], problems: list[str], fix_name: str, fix_value: float,
-             fix_unit: str, groups: list[Group], validated: bool = True,
-             validation: str = "") -> str:
-    scale = f"scale fixed by {fix_name} = {fix_value:g} {fix_unit}"
-    tied = [g.name for g in groups if len(g.members) > 1]
-    if tied:
-        scale += "; tied: " + ", ".join(tied)
-    if ok and validated:
-        return (f"{model.name}: all {n_free} free parameters identified (rank {rank}, "
-                f"condition number {cond:.3g}; {scale}); {validation}")
-    if ok:
-        return (f"{model.name}: all {n_free} free parameters fitted (rank {rank}, "
-                f"condition number {cond:.3g}; {scale}) but NOT validated, {validation}; "
-                "the values are unchecked")
-    parts = [f"{model.name}: not identifiable (rank {rank} of {n_free}, condition number "
-             f"{cond:.3g}; {scale})"]
-    parts += problems
-    if undetermined:
-        parts.append("not determined by the data: " + ", ".join(undetermined))
-    if advice:
-        parts.append("to fix: " + "; ".join(advice))
-    return ". ".join(parts)
 
 
 __all__ = [

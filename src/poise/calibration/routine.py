@@ -349,19 +349,7 @@ def run_excitation(
     """
     settle = settle or SettleConfig()
     refs = [(np.asarray(r, dtype=float), d) for r, d in refs]
-    m = device.m
-    if qa_range is None:
-        allr = np.array([r for r, _ in refs])
-        lo, hi = allr.min(axis=0), allr.max(axis=0)
-    else:
-        lo, hi = (np.asarray(x, dtype=float) for x in qa_range)
-        for r, _ in refs:
-            if np.any(r < lo - 1e-12) or np.any(r > hi + 1e-12):
-                raise ValueError(f"excitation reference {r.tolist()} outside the safe range "
-                                 f"[{lo.tolist()}, {hi.tolist()}]")
-    width = np.where(hi - lo > 0, hi - lo, 1.0)
-    vmax = width / 2.0 if speed is None else np.broadcast_to(np.asarray(speed, float), (m,))
-    qa_tol = 0.05 * width if settle.qa_tol is None else np.full(m, settle.qa_tol)
+    vmax, qa_tol = _move_limits(refs, device.m, settle, speed, qa_range)
     detector = SettleDetector(settle, qa_tol)
     poses: list[Pose] = []
     true_poses: list[Pose] = []
@@ -402,6 +390,28 @@ def run_excitation(
     return RoutineResult(poses=poses, status=status, reason=reason, planned=len(refs),
                          duration=float(t_now - t_start) if math.isfinite(t_start) else 0.0,
                          device=info, true_poses=true_poses)
+
+
+def _move_limits(refs: Sequence[tuple[FloatArray, Direction]], m: int, settle: SettleConfig,
+                 speed: FloatArray | float | None,
+                 qa_range: tuple[FloatArray, FloatArray] | None) -> tuple[FloatArray, FloatArray]:
+    """``(v_max, qa_tol)`` per actuator: the moves' peak speed (default the safe range in 2 s)
+    and the settle test's reference tolerance (default 5 % of the range); the range is
+    ``qa_range`` (every reference must lie inside it, ValueError if not) or the references'
+    own."""
+    if qa_range is None:
+        allr = np.array([r for r, _ in refs])
+        lo, hi = allr.min(axis=0), allr.max(axis=0)
+    else:
+        lo, hi = (np.asarray(x, dtype=float) for x in qa_range)
+        for r, _ in refs:
+            if np.any(r < lo - 1e-12) or np.any(r > hi + 1e-12):
+                raise ValueError(f"excitation reference {r.tolist()} outside the safe range "
+                                 f"[{lo.tolist()}, {hi.tolist()}]")
+    width = np.where(hi - lo > 0, hi - lo, 1.0)
+    vmax = width / 2.0 if speed is None else np.broadcast_to(np.asarray(speed, float), (m,))
+    qa_tol = 0.05 * width if settle.qa_tol is None else np.full(m, settle.qa_tol)
+    return vmax, qa_tol
 
 
 def _poll(abort: threading.Event | None, estop: threading.Event | None) -> None:

@@ -4,9 +4,7 @@ calibration file (see ``docs/calibration.md``)."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
 import pathlib
 import signal
 import sys
@@ -92,16 +90,8 @@ def _fail(text: str, code: int, args: argparse.Namespace, extra: dict | None = N
 
 
 def run_calibrate(args: argparse.Namespace) -> int:
-    from poise.calibration import (
-        CalibrationError,
-        SettleConfig,
-        calibration_document,
-        excitation,
-        identify,
-        plot_report,
-        safe_range,
-        write_calibration,
-    )
+    from poise.calibration.posefile import poses_path
+    from poise.calibration.workflow import WorkflowError, calibrate
     from poise.cli.outpaths import check_image, check_output
     from poise.models import ModelError, load_model
 
@@ -113,89 +103,83 @@ def run_calibrate(args: argparse.Namespace) -> int:
         return _fail(f"--out {args.out}: a calibration file must end in .json", EXIT_USAGE, args)
     if args.from_poses is None and args.device is None:
         return _fail("give --device PORT|sim|inprocess (or --from-poses FILE)", EXIT_USAGE, args)
-    poses_path = _poses_path(args.out)
     # every file we will write, checked before the routine: measured work is never lost to a
     # typo in an output path
     problem = (check_output(args.out, "--out")
                or (check_image(args.report, "--report") if args.report else None)
-               or (None if args.from_poses else check_output(poses_path, "poses file")))
+               or (None if args.from_poses else check_output(poses_path(args.out),
+                                                              "poses file")))
     if problem:
         return _fail(f"{problem} (nothing was run)", EXIT_USAGE, args)
-    tie = None if args.tie is None else [t for t in args.tie if t != "none"]
-    settle = SettleConfig(window=args.settle_window, velocity_tol=args.velocity_tol,
-                          change_tol=args.change_tol, hold=args.hold, average=args.average,
-                          timeout=args.timeout)
-    routine_info: dict[str, Any] = {}
-    device_info: dict[str, Any] = {}
-    status = "complete"
-    if args.from_poses:
-        try:
-            poses, device_info, routine_info = _load_poses(args.from_poses)
-        except (OSError, ValueError, KeyError) as exc:
-            return _fail(f"--from-poses {args.from_poses}: {exc}", EXIT_USAGE, args)
-    else:
-        try:
-            levels = args.levels[0] if len(args.levels) == 1 else tuple(args.levels)
-            refs = excitation(model, kind=args.kind, levels=levels, count=args.count,
-                              margin=args.margin, seed=args.seed, frozen=tuple(args.freeze))
-            lo, hi = safe_range(model, args.margin)
-        except (ValueError, IndexError) as exc:
-            return _fail(f"excitation: {exc}", EXIT_USAGE, args)
-        routine_info = {"kind": args.kind, "levels": args.levels, "count": args.count,
-                        "margin": args.margin, "speed": args.speed, "seed": args.seed,
-                        "frozen": args.freeze, "settle": settle.to_dict(), "planned": len(refs)}
-        saver = _PoseSaver(poses_path, routine_info)
-        _say(args, f"measured poses are saved to {poses_path} as they are recorded "
-             "(refit with --from-poses)")
-        try:
-            result = _run_routine(args, model, refs, settle, (lo, hi), saver)
-        except _DeviceError as exc:
-            return _fail(str(exc), EXIT_DEVICE, args)
-        poses, status, device_info = result.poses, result.status, result.device
-        routine_info.update(status=result.status, reason=result.reason,
-                            duration=result.duration, recorded=len(poses))
-        try:
-            saver.finish(poses, device_info)
-        except OSError as exc:  # checked above; a full disk or a folder removed meanwhile
-            _say(args, f"poise calibrate: could not save the poses to {poses_path}: {exc}")
-        if result.status != "complete":
-            _say(args, f"routine stopped ({result.status}: {result.reason}); "
-                 f"{len(poses)} of {len(refs)} poses kept in {poses_path}")
-            code = EXIT_ABORTED if result.status == "aborted" else EXIT_DEVICE
-            if args.json:
-                print(json.dumps({"ok": False, "status": result.status, "reason": result.reason,
-                                  "poses": len(poses), "partial": str(poses_path)}, indent=1))
-            return code
-        _say(args, f"{len(poses)} poses saved to {poses_path}")
-    kept = "" if args.from_poses else f" (the poses are kept in {poses_path})"
+    request = _request(args)
+    bar = _LazyPoseBar(quiet=args.quiet)
+    estop = threading.Event()
+    old_quit = None
+    if (request.measures and threading.current_thread() is threading.main_thread()
+            and hasattr(signal, "SIGQUIT")):
+        old_quit = signal.signal(signal.SIGQUIT, lambda *_: estop.set())
     try:
-        ident = identify(model, poses, fix=args.fix, tie=tie, holdout=args.holdout,
-                         kinematics=not args.no_kinematics)
-    except CalibrationError as exc:
-        return _fail(f"{exc}{kept}", EXIT_NOT_IDENTIFIABLE, args)
-    if args.report:
-        try:
-            plot_report(ident, poses, args.report, title=f"statics calibration of {model.name} "
-                        f"({device_info.get('device', '')})")
-        except (OSError, ValueError) as exc:  # checked before; the disk may still fill up
-            _say(args, f"poise calibrate: could not write the report {args.report}: {exc}")
-    summary = _summary(ident, args, status, len(poses))
-    if not args.from_poses:
-        summary["poses_file"] = str(poses_path)
-    if not ident.identifiable:
-        # the data are kept (poses file) so that a better excitation can be added, but no
-        # calibration is written
+        outcome = calibrate(model, request, say=lambda text: _say(args, text),
+                            warn=lambda text: _say(args, f"poise calibrate: {text}"),
+                            progress=bar.show, estop=estop)
+    except WorkflowError as exc:
+        return _fail(str(exc), _EXIT_OF_STAGE[exc.stage], args)
+    finally:
+        bar.close()
+        if old_quit is not None:
+            signal.signal(signal.SIGQUIT, old_quit)
+    return _print_outcome(outcome, args)
+
+
+#: Exit code of a workflow stage that could not go on.
+_EXIT_OF_STAGE = {"input": EXIT_USAGE, "device": EXIT_DEVICE, "fit": EXIT_NOT_IDENTIFIABLE}
+
+
+def _request(args: argparse.Namespace):
+    """The :class:`~poise.calibration.workflow.CalibrationRequest` of the options."""
+    from poise.calibration import SettleConfig
+    from poise.calibration.workflow import (
+        CalibrationRequest,
+        DeviceSpec,
+        ExcitationPlan,
+        FitOptions,
+    )
+
+    source = (pathlib.Path(args.from_poses) if args.from_poses else
+              DeviceSpec(device=args.device, model=str(args.model), sensors=args.sensors,
+                         sim_params=args.sim_params, seed=args.seed))
+    return CalibrationRequest(
+        model_name=str(args.model), out=pathlib.Path(args.out), source=source,
+        report=pathlib.Path(args.report) if args.report else None,
+        excitation=ExcitationPlan(kind=args.kind, levels=tuple(args.levels), count=args.count,
+                                  margin=args.margin, speed=args.speed, seed=args.seed,
+                                  frozen=tuple(args.freeze)),
+        settle=SettleConfig(window=args.settle_window, velocity_tol=args.velocity_tol,
+                            change_tol=args.change_tol, hold=args.hold, average=args.average,
+                            timeout=args.timeout),
+        fit=FitOptions(fix=args.fix,
+                       tie=None if args.tie is None else [t for t in args.tie if t != "none"],
+                       holdout=args.holdout, kinematics=not args.no_kinematics))
+
+
+def _print_outcome(outcome, args: argparse.Namespace) -> int:
+    """Print what the calibration did; its exit code."""
+    if not outcome.complete:
+        if args.json:
+            print(json.dumps({"ok": False, "status": outcome.status, "reason": outcome.reason,
+                              "poses": len(outcome.poses), "partial": str(outcome.poses_file)},
+                             indent=1))
+        return EXIT_ABORTED if outcome.status == "aborted" else EXIT_DEVICE
+    ident = outcome.identification
+    summary = _summary(ident, args, outcome.status, len(outcome.poses))
+    if outcome.poses_file is not None:
+        summary["poses_file"] = str(outcome.poses_file)
+    if not outcome.written:
         if args.json:
             print(json.dumps(summary, indent=1))
         print(f"poise calibrate: {ident.message}", file=sys.stderr)
         print("poise calibrate: no calibration written", file=sys.stderr)
         return EXIT_NOT_IDENTIFIABLE
-    doc = calibration_document(ident, poses, model_name=str(args.model), device=device_info,
-                               routine=routine_info)
-    try:
-        write_calibration(args.out, doc)
-    except (OSError, CalibrationError) as exc:
-        return _fail(f"cannot write {args.out}: {exc}{kept}", EXIT_USAGE, args)
     if args.json:
         print(json.dumps(summary, indent=1))
     else:
@@ -232,100 +216,6 @@ def _print_table(ident, args) -> None:
     print(f"wrote {args.out}" + (f" and {args.report}" if args.report else ""))
 
 
-def _poses_path(out: str) -> pathlib.Path:
-    """Where the measured poses go: ``cal.json`` → ``cal.poses.json`` (what --from-poses reads)."""
-    return pathlib.Path(str(out)[: -len(".json")] + ".poses.json")
-
-
-def _save_poses(path: pathlib.Path, poses, device: dict, routine: dict) -> None:
-    """Write the poses file atomically (a crash mid-write leaves the previous version)."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"poses": [p.to_dict() for p in poses], "device": device,
-                               "routine": routine}, indent=1) + "\n")
-    os.replace(tmp, path)
-
-
-class _PoseSaver:
-    """Saves the poses measured so far after each one, so that nothing measured is lost to a
-    crash, a kill or a failure later on (identification, report, calibration file)."""
-
-    def __init__(self, path: pathlib.Path, routine: dict[str, Any]) -> None:
-        self.path = path
-        self.routine = routine
-        self.device: dict[str, Any] = {}
-        self.poses: list[Any] = []
-        self._warned = False
-
-    def add(self, pose: Any) -> None:
-        self.poses.append(pose)
-        try:
-            _save_poses(self.path, self.poses, self.device,
-                        {**self.routine, "status": "running", "recorded": len(self.poses)})
-        except OSError as exc:  # keep measuring (the poses are in memory); say it once
-            if not self._warned:
-                self._warned = True
-                print(f"poise calibrate: cannot save the poses to {self.path}: {exc}",
-                      file=sys.stderr)
-
-    def finish(self, poses, device: dict[str, Any]) -> None:
-        """The final file, with the routine's status and the device description."""
-        self.poses = list(poses)
-        _save_poses(self.path, self.poses, device, self.routine)
-
-
-def _load_poses(path: str):
-    from poise.calibration import Pose
-
-    data = json.loads(pathlib.Path(path).read_text())
-    table = data.get("calibration", data)
-    poses = [Pose.from_dict(d) for d in table["poses"]]
-    device = table.get("device", table.get("provenance", {}).get("device_info", {}))
-    return poses, device, table.get("routine", {})
-
-
-class _DeviceError(Exception):
-    pass
-
-
-def _run_routine(args, model, refs, settle, qa_range, saver: _PoseSaver):
-    from poise.calibration import PlantDevice, RoutineDevice, run_excitation
-
-    abort, estop = threading.Event(), threading.Event()
-    speed = args.speed * (qa_range[1] - qa_range[0])
-    bar = _PoseBar(len(refs), quiet=args.quiet)
-
-    def progress(done: int, total: int, pose, phase: str) -> None:
-        bar.show(done, total, pose, phase)
-        if pose is not None:
-            saver.add(pose)
-    old_quit = None
-    if threading.current_thread() is threading.main_thread() and hasattr(signal, "SIGQUIT"):
-        old_quit = signal.signal(signal.SIGQUIT, lambda *_: estop.set())
-    try:
-        if args.device == "inprocess":
-            from poise.sim import make_plant
-
-            try:
-                plant = make_plant(args.model, args.sim_params, seed=args.seed)
-            except (ValueError, OSError) as exc:
-                raise _DeviceError(f"cannot build the simulated plant: {exc}") from None
-            device = PlantDevice(plant)
-            saver.device = device.info()
-            return run_excitation(device, refs, settle=settle, speed=speed,
-                                  qa_range=qa_range, progress=progress, abort=abort,
-                                  estop=estop)
-        with _open_device(args, model) as (opened, port):
-            device = RoutineDevice(opened, port=port)
-            saver.device = device.info()
-            return run_excitation(device, refs, settle=settle, speed=speed,
-                                  qa_range=qa_range, progress=progress, abort=abort,
-                                  estop=estop)
-    finally:
-        bar.close()
-        if old_quit is not None:
-            signal.signal(signal.SIGQUIT, old_quit)
-
-
 class _PoseBar:
     """The routine's progress as a bar on stderr (:mod:`poise.progress`: none when stderr is
     not a terminal or with ``--quiet``): poses done, elapsed and remaining time, and the last
@@ -349,37 +239,19 @@ class _PoseBar:
         self.bar.close()
 
 
-#: Status-packet timeout of a servo bus during calibration [ms]: the routine is quasi-static,
-#: so a slow answer (a busy host, a virtual bus) is waited for rather than called a fault.
-BUS_TIMEOUT_MS = 200.0
-#: Sync reads repeated before a failed one is a fault, during calibration (as above).
-BUS_RETRIES = 5
+class _LazyPoseBar:
+    """A :class:`_PoseBar` drawn from the routine's first progress call (which knows the
+    number of poses); none when the poses are read from a file."""
 
+    def __init__(self, *, quiet: bool) -> None:
+        self.quiet = quiet
+        self.bar: _PoseBar | None = None
 
-@contextlib.contextmanager
-def _open_device(args, model):
-    """The device of ``--device`` / ``--sensors`` (:func:`poise.devices.factory.open_device`,
-    as ``poise run`` opens it); closed (and a virtual device stopped) on exit."""
-    from poise.api.rules import split_device
-    from poise.controller.config import DeviceConfig
-    from poise.devices.base import DeviceError
-    from poise.devices.factory import open_device
+    def show(self, done: int, total: int, pose, phase: str) -> None:
+        if self.bar is None:
+            self.bar = _PoseBar(total, quiet=self.quiet)
+        self.bar.show(done, total, pose, phase)
 
-    protocol, port = split_device(args.device)
-    if args.sensors and protocol != "dynamixel":
-        raise _DeviceError("--sensors goes with --device dynamixel:PORT (a servo bus)")
-    cfg = DeviceConfig(port=port, protocol=protocol, sensors=args.sensors, timeout=3.0,
-                       sim_params=args.sim_params, timeout_ms=BUS_TIMEOUT_MS,
-                       retries=BUS_RETRIES)
-    try:
-        opened = open_device(cfg, model=args.model, m=model.m, rate=500.0, reconnect=False,
-                             qa_min=model.qa_min, qa_max=model.qa_max)
-    except DeviceError as exc:
-        raise _DeviceError(f"cannot connect to {args.device}: {exc}") from None
-    try:
-        sim = opened.sim
-        yield opened.device, (f"sim:{getattr(sim, 'pty', '') or opened.port}" if sim is not None
-                              else args.device)
-    finally:
-        with contextlib.suppress(DeviceError):
-            opened.device.close()
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()

@@ -68,17 +68,39 @@ class ControlPanel(QtWidgets.QWidget):
         super().__init__(parent)
         self.setMinimumWidth(270)
         self.setMaximumWidth(340)
+        #: The feedback loop's stability bounds per gain and why (published by the service).
+        self._bounds: dict[str, float] = {}
+        self._why = ""
+        self._robot_states: dict[str, str] = {}
         outer = QtWidgets.QVBoxLayout(self)
         outer.setContentsMargins(6, 6, 6, 6)
+        outer.addWidget(self._build_estop())
+        outer.addLayout(self._build_status())
+        outer.addLayout(self._build_run_buttons())
+        form = QtWidgets.QFormLayout()
+        self._build_algorithm_rows(form)
+        self._build_gain_rows(form)
+        self._build_target_row(form)
+        outer.addLayout(form)
+        self._build_answers(outer)
+        for key in ("Space", "Esc"):
+            shortcut = QtGui.QShortcut(QtGui.QKeySequence(key), self)
+            shortcut.setContext(QtCore.Qt.ShortcutContext.WindowShortcut)
+            shortcut.activated.connect(self.estop.click)
 
+    # ------------------------------------------------------------------ layout
+
+    def _build_estop(self) -> QtWidgets.QPushButton:
         self.estop = QtWidgets.QPushButton("E-STOP")
         self.estop.setObjectName("estop")
         self.estop.setStyleSheet(ESTOP_STYLE)
         self.estop.setMinimumHeight(72)
         self.estop.setToolTip("Latch the emergency stop (Space / Esc)")
         self.estop.clicked.connect(lambda: self.command.emit("estop", True))
-        outer.addWidget(self.estop)
+        return self.estop
 
+    def _build_status(self) -> QtWidgets.QFormLayout:
+        """Robot selector, broker, service state, device and stream labels."""
         status = QtWidgets.QFormLayout()
         status.setLabelAlignment(QtCore.Qt.AlignmentFlag.AlignRight)
         self.robots = QtWidgets.QComboBox()
@@ -95,8 +117,9 @@ class ControlPanel(QtWidgets.QWidget):
         status.addRow("service", self.state_label)
         status.addRow("device", self.device_label)
         status.addRow("stream", self.stream_label)
-        outer.addLayout(status)
+        return status
 
+    def _build_run_buttons(self) -> QtWidgets.QHBoxLayout:
         run = QtWidgets.QHBoxLayout()
         self.start = QtWidgets.QPushButton("Start")
         self.stop = QtWidgets.QPushButton("Stop")
@@ -107,9 +130,9 @@ class ControlPanel(QtWidgets.QWidget):
         self.clear.clicked.connect(lambda: self.command.emit("clear", True))
         for b in (self.start, self.stop, self.clear):
             run.addWidget(b)
-        outer.addLayout(run)
+        return run
 
-        form = QtWidgets.QFormLayout()
+    def _build_algorithm_rows(self, form: QtWidgets.QFormLayout) -> None:
         self.algorithm = QtWidgets.QComboBox()
         self.algorithm.addItems(ALGORITHMS)
         self.algorithm.activated.connect(
@@ -120,6 +143,9 @@ class ControlPanel(QtWidgets.QWidget):
         self.mode.activated.connect(lambda _i: self.command.emit("mode", self.mode.currentText()))
         form.addRow("algorithm", self.algorithm)
         form.addRow("mode", self.mode)
+
+    def _build_gain_rows(self, form: QtWidgets.QFormLayout) -> None:
+        """One spin box per gain, Apply / Auto, and the stability bound beside them."""
         self.gains: dict[str, QtWidgets.QDoubleSpinBox] = {}
         for key in GAIN_KEYS:
             box = QtWidgets.QDoubleSpinBox()
@@ -148,14 +174,15 @@ class ControlPanel(QtWidgets.QWidget):
             "Gains at or above the bound make the loop ring or diverge (the service refuses "
             "them); computed from the model at the current target (docs/controller.md)")
         form.addRow("stable", self.stability_label)
-        self._bounds: dict[str, float] = {}
-        self._why = ""
+
+    def _build_target_row(self, form: QtWidgets.QFormLayout) -> None:
         self.target_edit = QtWidgets.QLineEdit()
         self.target_edit.setPlaceholderText("x̄, e.g. 0.8 or 0.5, 1.2")
         self.target_edit.returnPressed.connect(self._send_target)
         form.addRow("target", self.target_edit)
-        outer.addLayout(form)
 
+    def _build_answers(self, outer: QtWidgets.QVBoxLayout) -> None:
+        """The last command's answer and the log of answers."""
         self.answer = QtWidgets.QLabel("")
         self.answer.setWordWrap(True)
         self.answer.setObjectName("answer")
@@ -168,12 +195,6 @@ class ControlPanel(QtWidgets.QWidget):
         font.setPointSizeF(font.pointSizeF() * 0.9)
         self.log.setFont(font)
         outer.addWidget(self.log, 1)
-
-        for key in ("Space", "Esc"):
-            shortcut = QtGui.QShortcut(QtGui.QKeySequence(key), self)
-            shortcut.setContext(QtCore.Qt.ShortcutContext.WindowShortcut)
-            shortcut.activated.connect(self.estop.click)
-        self._robot_states: dict[str, str] = {}
 
     # ------------------------------------------------------------------ outgoing
 

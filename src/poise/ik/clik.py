@@ -86,22 +86,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from poise.ik.damping import DampingRule, ErrorDamping, FixedDamping, SingularityDamping
+from poise.ik.clik_options import DEFAULT_GAIN, METHODS, SolveOptions, resolve
+from poise.ik.damping import DampingRule
 from poise.ik.orientation import _orientation_error_rows, quat_from_matrix
 from poise.ik.result import FloatArray, IKResult, InvalidInputError, Status, as_vector
 from poise.ik.secondary import SecondaryObjective, nullspace_projector
 from poise.ik.targets import Target, parse_target
 from poise.kernels.lapack import posv
-
-METHODS = ("pinv", "dls", "transpose", "lm")
-"""The update rules :func:`solve` accepts."""
-
-DEFAULT_MAX_ITER = {"pinv": 100, "dls": 100, "lm": 100, "transpose": 1000}
-"""Iteration caps per method when ``max_iter`` is not given."""
-
-DEFAULT_GAIN = (1.0, 2.0)
-"""``(k_Pp, k_Po)`` when ``gain`` is not given: ``ε_de ≈ ϑ/2`` for small errors, so ``k_Po = 2``
-makes ``Δt = 1`` a full (Newton-like) step for orientation as well as for position."""
 
 PINV_RCOND = 1e-10
 POLISH_ITER = 20
@@ -144,31 +135,10 @@ def solve(
             ``task_jacobian`` (and ``pose`` for pose tasks).
         target: task vector, or for pose models a 4 × 4 transform, ``(x, y, z, qw, qx, qy, qz)``
             or ``(x, y, z)`` (position only) — see :mod:`poise.ik.targets`.
-        method: ``"pinv"``, ``"dls"``, ``"transpose"`` or ``"lm"`` (module docstring).
         q0: start configuration (n,) [rad]; default the model's ``q_home`` or the middle of
             its limits (0 where unlimited).
-        tol: tolerance on ``task_error = √(‖x̃‖² + ϑ²)`` [m, rad].
-        max_iter: updates per attempt (default :data:`DEFAULT_MAX_ITER`).
-        restarts: extra attempts from random configurations within the limits.
-        seed: seed of the restart generator.
-        damping: λ [task units] for a fixed damping, or a rule from :mod:`poise.ik.damping`
-            (``dls``: default ``SingularityDamping()``; ``lm``: default ``ErrorDamping()``;
-            not allowed for ``pinv``/``transpose``).
-        gain: ``k_P`` or ``(k_Pp, k_Po)`` [1/Δt]; default :data:`DEFAULT_GAIN` (transpose:
-            adaptive α, see above).
-        orientation_weight: ``w_o`` in ``W = diag(I₃, w_o I₃)`` [m²/rad²].
-        secondary: objective resolved in the null space (:mod:`poise.ik.secondary`).
-        secondary_tol: the null-space step must also be below this to converge [rad].
-        step: ``Δt`` (1.0: full Newton-like steps).
-        line_search: halve steps that increase the residual.
-        stall_window, stall_rtol: the stall rule (module docstring); default 10 and 1e-4,
-            on the compiled path 6 and 0.1 (:mod:`poise.ik.clik_compiled`).
-        record_path: keep every iterate in ``result.path``.
-        compiled: ``None`` (default): the compiled solver when it applies (``"lm"`` on a
-            ``dh_chain`` model with the options it implements, see
-            :func:`poise.ik.clik_compiled.unavailable_reason`), else this numpy one;
-            ``False``: always this numpy reference; ``True``: the compiled solver or
-            ``InvalidInputError`` saying why it does not apply.
+        method, tol, …, compiled: the options, one field each of :class:`SolveOptions` (their
+            meaning and units are documented there).
 
     Returns:
         An :class:`IKResult` (``x`` = position + quaternion ``(x, y, z, qw, qx, qy, qz)`` for
@@ -181,20 +151,10 @@ def solve(
     t_start = time.perf_counter()
     if method not in METHODS:
         raise InvalidInputError(f"method = {method!r}: must be one of {', '.join(METHODS)}")
-    n = int(model.n)
     tgt = parse_target(model, target)
-    q_min = np.asarray(model.q_min, dtype=float)
-    q_max = np.asarray(model.q_max, dtype=float)
-    if q0 is not None:
-        start = as_vector(q0, n, "q0")
-    elif getattr(model, "q_home", None) is not None:
-        start = np.asarray(model.q_home, dtype=float)
-    else:
-        bounded = np.isfinite(q_min) & np.isfinite(q_max)
-        start = 0.5 * (np.where(bounded, q_min, 0.0) + np.where(bounded, q_max, 0.0))
+    start = _start(model, q0)
     beyond_reach = _beyond_reach(model, tgt)
-
-    if compiled is not False:
+    if compiled is not False:  # no options object on this path: it is timed per call
         from poise.ik import clik_compiled  # imports Numba: only when it may be used
 
         why_not = clik_compiled.unavailable_reason(
@@ -208,53 +168,97 @@ def solve(
                 t_start=t_start)
         if compiled:
             raise InvalidInputError(f"compiled=True: {why_not}")
+    options = SolveOptions(
+        method=method, tol=tol, max_iter=max_iter, restarts=restarts, seed=seed,
+        damping=damping, gain=gain, orientation_weight=orientation_weight, secondary=secondary,
+        secondary_tol=secondary_tol, step=step, line_search=line_search,
+        stall_window=stall_window, stall_rtol=stall_rtol, record_path=record_path,
+        compiled=compiled)
+    return solve_numpy(model, tgt, start, options, beyond_reach=beyond_reach, t_start=t_start)
 
-    opts = _options(method, damping, gain, orientation_weight, tol, max_iter, restarts,
-                    step, DEFAULT_STALL_WINDOW if stall_window is None else stall_window,
-                    DEFAULT_STALL_RTOL if stall_rtol is None else stall_rtol, secondary_tol,
-                    tgt)
-    start = np.minimum(np.maximum(start, q_min), q_max)
-    evaluate = _evaluator(model, tgt)
-    rng = None  # created on the first restart (default_rng costs ~10 µs)
 
-    best: _Attempt | None = None
-    attempts: list[_Attempt] = []
-    total_iterations = 0
-    used = 0
-    for attempt in range(opts["restarts"] + 1):
-        if attempt == 0:
-            q_init = start
-        else:
-            if rng is None:
-                rng = np.random.default_rng(seed)
-                lo = np.where(np.isfinite(q_min), q_min, -math.pi)
-                hi = np.where(np.isfinite(q_max), q_max, math.pi)
-            q_init = rng.uniform(lo, hi)
-        att = _run(evaluate, model, q_init, q_min, q_max, opts, secondary, line_search,
-                   record_path)
-        attempts.append(att)
-        used = attempt
-        total_iterations += att.iterations
-        if best is None or att.status == Status.CONVERGED or att.residual < best.residual:
-            best = att
-        if att.status == Status.CONVERGED or beyond_reach:
-            break
-    assert best is not None
+def _start(model: Any, q0: ArrayLike | None) -> FloatArray:
+    """The first start: ``q0``, else the model's ``q_home``, else the middle of its limits (0
+    where unlimited); not yet clamped into the limits."""
+    if q0 is not None:
+        return as_vector(q0, int(model.n), "q0")
+    if getattr(model, "q_home", None) is not None:
+        return np.asarray(model.q_home, dtype=float)
+    q_min = np.asarray(model.q_min, dtype=float)
+    q_max = np.asarray(model.q_max, dtype=float)
+    bounded = np.isfinite(q_min) & np.isfinite(q_max)
+    return 0.5 * (np.where(bounded, q_min, 0.0) + np.where(bounded, q_max, 0.0))
 
+
+def solve_numpy(model: Any, tgt: Target, start: FloatArray, options: SolveOptions, *,
+                beyond_reach: bool = False, t_start: float | None = None) -> IKResult:
+    """The numpy reference solve (module docstring): attempts from ``start`` and random
+    restarts, the best one's outcome.
+
+    Args:
+        tgt: the parsed target (:func:`~poise.ik.targets.parse_target`).
+        start: the first start (n,) [rad] (clamped into the limits here).
+        options: the solve's options (``compiled`` is not looked at).
+        beyond_reach: the target lies beyond the model's reach (one attempt is enough).
+        t_start: :func:`time.perf_counter` at the call (for ``wall_time``); default now.
+    """
+    t_start = time.perf_counter() if t_start is None else t_start
+    o = options
+    opts = resolve(o.method, o.damping, o.gain, o.orientation_weight, o.tol, o.max_iter,
+                    o.restarts, o.step,
+                    DEFAULT_STALL_WINDOW if o.stall_window is None else o.stall_window,
+                    DEFAULT_STALL_RTOL if o.stall_rtol is None else o.stall_rtol,
+                    o.secondary_tol, tgt)
+    q_min = np.asarray(model.q_min, dtype=float)
+    q_max = np.asarray(model.q_max, dtype=float)
+    best, attempts, total_iterations = _attempts(
+        _evaluator(model, tgt), model, np.minimum(np.maximum(start, q_min), q_max), q_min,
+        q_max, opts, o, beyond_reach)
     status, message = outcome(
-        best.status, best.iterations, best.residual, used + 1, total_iterations,
+        best.status, best.iterations, best.residual, len(attempts), total_iterations,
         opts["max_iter"], beyond_reach,
         lambda: all(_singular_stationary(a, opts, q_min, q_max) for a in attempts))
     q = best.q
     sv = np.linalg.svd(best.J, compute_uv=False)
     return IKResult(
         q=q, success=status == Status.CONVERGED, status=status, iterations=best.iterations,
-        restarts=used, position_error=best.position_error,
+        restarts=len(attempts) - 1, position_error=best.position_error,
         orientation_error=best.orientation_error,
         residual_history=np.array(best.history), sigma_min=float(sv[-1]) if sv.size else 0.0,
         wall_time=time.perf_counter() - t_start, x=_task_value(model, tgt, q), message=message,
-        path=np.array(best.path) if record_path else None,
+        path=np.array(best.path) if o.record_path else None,
     )
+
+
+def _attempts(evaluate: Evaluate, model: Any, start: FloatArray, q_min: FloatArray,
+              q_max: FloatArray, opts: dict[str, Any], options: SolveOptions,
+              beyond_reach: bool) -> tuple[_Attempt, list[_Attempt], int]:
+    """``(best, attempts, total iterations)``: the first attempt from ``start``, then random
+    restarts within the limits (seeded by ``options.seed``) until one converges. The best is
+    the first that converged, else the one with the smallest task error."""
+    rng = None  # created on the first restart (default_rng costs ~10 µs)
+    best: _Attempt | None = None
+    attempts: list[_Attempt] = []
+    total_iterations = 0
+    for attempt in range(opts["restarts"] + 1):
+        if attempt == 0:
+            q_init = start
+        else:
+            if rng is None:
+                rng = np.random.default_rng(options.seed)
+                lo = np.where(np.isfinite(q_min), q_min, -math.pi)
+                hi = np.where(np.isfinite(q_max), q_max, math.pi)
+            q_init = rng.uniform(lo, hi)
+        att = _run(evaluate, model, q_init, q_min, q_max, opts, options.secondary,
+                   options.line_search, options.record_path)
+        attempts.append(att)
+        total_iterations += att.iterations
+        if best is None or att.status == Status.CONVERGED or att.residual < best.residual:
+            best = att
+        if att.status == Status.CONVERGED or beyond_reach:
+            break
+    assert best is not None
+    return best, attempts, total_iterations
 
 
 def outcome(status: Status, iterations: int, residual: float, attempts: int,
@@ -282,81 +286,6 @@ def outcome(status: Status, iterations: int, residual: float, attempts: int,
     message += f" [{attempts} attempt(s), {total_iterations} iterations in total]"
     return status, message
 
-
-# --------------------------------------------------------------------------- options
-
-_DEFAULT_RULES: dict[str, DampingRule] = {"dls": SingularityDamping(), "lm": ErrorDamping()}
-
-
-def positive(name: str, value: Any, allow_zero: bool = False) -> float:
-    """``value`` as a finite float > 0 (≥ 0 with ``allow_zero``), else InvalidInputError."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise InvalidInputError(f"{name} = {value!r}: must be a number") from None
-    if not math.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
-        rule = ">= 0" if allow_zero else "> 0"
-        raise InvalidInputError(f"{name} = {value!r}: must be a finite number {rule}")
-    return v
-
-
-def integer(name: str, value: Any, minimum: int) -> int:
-    """``value`` as an int ≥ ``minimum``, else InvalidInputError."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise InvalidInputError(f"{name} = {value!r}: must be an integer >= {minimum}")
-    return int(value)
-
-
-def damping_rule(method: str, damping: Any) -> DampingRule | None:
-    """The damping rule of ``method`` from the ``damping`` argument (a number λ, a rule, or
-    None for the method's default); None for ``pinv``/``transpose``."""
-    if method in ("pinv", "transpose"):
-        if damping is not None:
-            raise InvalidInputError(f"damping applies to methods dls and lm, not {method!r}")
-        return None
-    if damping is None:
-        return _DEFAULT_RULES[method]
-    if isinstance(damping, (int, float, np.floating)) and not isinstance(damping, bool):
-        return FixedDamping(positive("damping", damping, allow_zero=True))
-    if hasattr(damping, "mu"):
-        return damping  # type: ignore[no-any-return]
-    raise InvalidInputError(f"damping = {damping!r}: must be a number (λ) or a damping "
-                            "rule from poise.ik.damping")
-
-
-def _options(method: str, damping: Any, gain: Any, w_o: float, tol: float,
-             max_iter: int | None, restarts: int, step: float, stall_window: int,
-             stall_rtol: float, secondary_tol: float, tgt: Target) -> dict[str, Any]:
-    rule = damping_rule(method, damping)
-    adaptive_alpha = method == "transpose" and gain is None
-    if gain is None:
-        k_p, k_o = DEFAULT_GAIN
-    elif isinstance(gain, (tuple, list, np.ndarray)):
-        if len(gain) != 2:
-            raise InvalidInputError(f"gain = {gain!r}: must be k_P or (k_Pp, k_Po)")
-        k_p, k_o = positive("gain[0]", gain[0]), positive("gain[1]", gain[1])
-    else:
-        k_p = k_o = positive("gain", gain)
-    w_o = positive("orientation_weight", w_o)
-
-    rows = 6 if tgt.is_pose else tgt.position.size
-    sw = np.ones(rows)  # W^½
-    kp = np.full(rows, k_p)
-    if tgt.is_pose:
-        sw[3:] = math.sqrt(w_o)
-        kp[3:] = k_o
-    return {
-        "method": method, "rule": rule, "adaptive_alpha": adaptive_alpha,
-        "sw": sw, "weighted": bool(np.any(sw != 1.0)), "kw": kp * sw,
-        "tol": positive("tol", tol),
-        "max_iter": DEFAULT_MAX_ITER[method] if max_iter is None
-        else integer("max_iter", max_iter, 0),
-        "restarts": integer("restarts", restarts, 0),
-        "step": positive("step", step),
-        "stall_window": integer("stall_window", stall_window, 1),
-        "stall_rtol": positive("stall_rtol", stall_rtol, allow_zero=True),
-        "secondary_tol": positive("secondary_tol", secondary_tol),
-    }
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -572,3 +501,6 @@ def _singular_stationary(att: _Attempt, opts: dict[str, Any], q_min: FloatArray,
         return False
     s_max = float(np.linalg.svd(Jw, compute_uv=False)[0])
     return float(np.linalg.norm(Jw.T @ ew)) <= STATIONARY_RATIO * s_max * norm_e
+
+
+__all__ = ["DEFAULT_GAIN", "METHODS", "SolveOptions", "outcome", "solve", "solve_numpy"]

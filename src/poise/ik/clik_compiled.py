@@ -59,18 +59,14 @@ from typing import Any
 import numpy as np
 
 from poise.ik.clik import (
-    DEFAULT_MAX_ITER,
     DEFAULT_STALL_RTOL,
     DEFAULT_STALL_WINDOW,
     _Attempt,
     _evaluator,
-    _options,
     _singular_stationary,
-    damping_rule,
-    integer,
     outcome,
-    positive,
 )
+from poise.ik.clik_options import DEFAULT_MAX_ITER, damping_rule, integer, positive, resolve
 from poise.ik.damping import ErrorDamping, FixedDamping
 from poise.ik.result import FloatArray, IKResult, Status
 from poise.ik.targets import Target
@@ -175,7 +171,7 @@ def solve(model: Any, tgt: Target, start: FloatArray, *, tol: float, max_iter: i
     def stationary() -> bool:
         """The reference's test (:func:`poise.ik.clik._singular_stationary`) at the returned
         configuration: the end of the best attempt, polished (only for a failed solve)."""
-        opts = _options("lm", damping, None, orientation_weight, tol, max_iter, 0, 1.0, 1,
+        opts = resolve("lm", damping, None, orientation_weight, tol, max_iter, 0, 1.0, 1,
                         0.0, 1.0, tgt)
         att = _Attempt()
         att.q = q

@@ -85,40 +85,116 @@ def solve_batch(
     opts = options or ContinuumOptions()
     if overrides:
         opts = ContinuumOptions(**{**opts.__dict__, **overrides})
+    T_D, start = _checked(model, targets, q0)
+    B = T_D.shape[0]
+    x_all = initial_state(np.broadcast_to(start, (B, model.n)), opts.method, model.L,
+                          opts.start_length_ratio)
+    tol_arr = np.array(sorted({opts.tol, *([] if tols is None else np.ravel(tols).tolist())}),
+                       dtype=float)
+    rec = _Record.empty(x_all, tol_arr, opts.max_iter, record_history)
+    _iterate(model, T_D, opts, rec)
+    return rec.result(opts, model.L)
+
+
+def _checked(model: CC3D, targets: ArrayLike,
+             q0: ArrayLike | None) -> tuple[FloatArray, FloatArray]:
+    """The targets (B, 4, 4) and the start, (2N,) or (B, 2N); InvalidInputError if not."""
     T_D = np.asarray(targets, dtype=float)
     if T_D.ndim != 3 or T_D.shape[1:] != (4, 4) or not np.all(np.isfinite(T_D)):
         raise InvalidInputError(f"targets: expected finite (B, 4, 4), got {T_D.shape}")
     B = T_D.shape[0]
-    L = model.L
     start = np.zeros(model.n) if q0 is None else np.asarray(q0, dtype=float)
     if start.shape not in ((model.n,), (B, model.n)) or not np.all(np.isfinite(start)):
         raise InvalidInputError(f"q0: expected finite ({model.n},) or ({B}, {model.n})")
-    x_all = initial_state(np.broadcast_to(start, (B, model.n)), opts.method, L,
-                          opts.start_length_ratio)
-    tol_arr = np.array(sorted({opts.tol, *([] if tols is None else np.ravel(tols).tolist())}),
-                       dtype=float)
-    stop_tol = tol_arr[0]
-    first_hit = np.full((B, tol_arr.size), -1, dtype=np.int64)
-    coiled_at_hit = np.zeros((B, tol_arr.size), dtype=bool)
-    iterations = np.zeros(B, dtype=np.int64)
-    metric_out = np.full(B, np.nan)
-    coiled_out = np.zeros(B, dtype=bool)
-    stalled = np.zeros(B, dtype=bool)
-    history = np.full((B, opts.max_iter + 1), np.nan) if record_history else None
+    return T_D, start
 
+
+@dataclass
+class _Record:
+    """Per-target records of a batch run (fields as in :class:`BatchResult`); ``x_all`` holds
+    the start, then each target's state when it stops."""
+
+    x_all: FloatArray
+    tols: FloatArray
+    first_hit: NDArray[np.int64]
+    coiled_at_hit: NDArray[np.bool_]
+    iterations: NDArray[np.int64]
+    metric: FloatArray
+    coiled: NDArray[np.bool_]
+    stalled: NDArray[np.bool_]
+    history: FloatArray | None
+
+    @classmethod
+    def empty(cls, x_all: FloatArray, tols: FloatArray, max_iter: int,
+              record_history: bool) -> _Record:
+        B = x_all.shape[0]
+        return cls(x_all=x_all, tols=tols,
+                   first_hit=np.full((B, tols.size), -1, dtype=np.int64),
+                   coiled_at_hit=np.zeros((B, tols.size), dtype=bool),
+                   iterations=np.zeros(B, dtype=np.int64), metric=np.full(B, np.nan),
+                   coiled=np.zeros(B, dtype=bool), stalled=np.zeros(B, dtype=bool),
+                   history=np.full((B, max_iter + 1), np.nan) if record_history else None)
+
+    def iterate(self, idx: NDArray[np.intp], k: int, e: FloatArray,
+                coiled: NDArray[np.bool_]) -> None:
+        """Iterate ``k`` of the running targets ``idx``: history and first hits."""
+        if self.history is not None:
+            self.history[idx, k] = e
+        hit = (e[:, None] < self.tols) & (self.first_hit[idx] < 0)
+        rows, cols = np.nonzero(hit)
+        self.first_hit[idx[rows], cols] = k
+        self.coiled_at_hit[idx[rows], cols] = coiled[rows]
+
+    def stop(self, fin: NDArray[np.intp], k: int, x: FloatArray, e: FloatArray,
+             coiled: NDArray[np.bool_]) -> None:
+        """The targets ``fin`` stop at iterate ``k`` with state ``x``, error ``e``."""
+        self.x_all[fin] = x
+        self.iterations[fin] = k
+        self.metric[fin] = e
+        self.coiled[fin] = coiled
+
+    def result(self, opts: ContinuumOptions, L: FloatArray) -> BatchResult:
+        """The statuses (same rules as the single solver) and the final states."""
+        B = self.x_all.shape[0]
+        converged = self.first_hit[:, 0] >= 0
+        converged &= self.metric < self.tols[0]
+        status = np.full(B, Status.ITERATION_CAP.value, dtype=object)
+        status[self.stalled] = Status.STALLED.value
+        status[converged] = Status.CONVERGED.value
+        status[self.coiled] = Status.DEADLOCK.value
+        _, _, length = split_state(self.x_all, opts.method, L)
+        length_error = (np.max(np.abs(length - L), axis=-1) if opts.method == "vvl"
+                        else np.zeros(B))
+        return BatchResult(
+            q=to_q(self.x_all, opts.method),
+            iterations=self.iterations,
+            status=status.astype(str),
+            success=converged & ~self.coiled,
+            converged=converged,
+            coiled=self.coiled,
+            metric=self.metric,
+            length_error=length_error,
+            tols=self.tols,
+            first_hit=self.first_hit,
+            coiled_at_hit=self.coiled_at_hit,
+            history=self.history,
+        )
+
+
+def _iterate(model: CC3D, T_D: FloatArray, opts: ContinuumOptions, rec: _Record) -> None:
+    """The iteration of the single solver, stacked over the still-running targets (stopping
+    at ``e < min(tols)``, the cap, or a non-finite step)."""
+    L = model.L
+    stop_tol = rec.tols[0]
+    B = T_D.shape[0]
     idx = np.arange(B)  # the running targets
-    x = x_all.copy()
+    x = rec.x_all.copy()
     T = T_D
     restoring = np.full(B, opts.method != "vvl")
     for k in range(opts.max_iter + 1):
         V, J, e, coiled, e_virtual = evaluate(x, T, opts, L)
         restoring = restoring_phase(restoring, e_virtual, k, opts)
-        if history is not None:
-            history[idx, k] = e
-        hit = (e[:, None] < tol_arr) & (first_hit[idx] < 0)
-        rows, cols = np.nonzero(hit)
-        first_hit[idx[rows], cols] = k
-        coiled_at_hit[idx[rows], cols] = coiled[rows]
+        rec.iterate(idx, k, e, coiled)
         done = e < stop_tol
         if k == opts.max_iter:
             done[:] = True
@@ -130,39 +206,12 @@ def solve_batch(
                 Jr, Vr = augment(x[run], Jr, Vr, L, restoring[run])
             x_next[run] = step(x[run], Jr, Vr, opts, L)
             bad = run & ~np.all(np.isfinite(x_next), axis=-1)
-            stalled[idx[bad]] = True
+            rec.stalled[idx[bad]] = True
             done |= bad
         if np.any(done):
-            fin = idx[done]
-            x_all[fin] = x[done]
-            iterations[fin] = k
-            metric_out[fin] = e[done]
-            coiled_out[fin] = coiled[done]
+            rec.stop(idx[done], k, x[done], e[done], coiled[done])
             keep = ~done
             idx, T, x_next, restoring = idx[keep], T[keep], x_next[keep], restoring[keep]
         if idx.size == 0:
             break
         x = x_next
-
-    converged = first_hit[:, 0] >= 0
-    converged &= metric_out < stop_tol
-    status = np.full(B, Status.ITERATION_CAP.value, dtype=object)
-    status[stalled] = Status.STALLED.value
-    status[converged] = Status.CONVERGED.value
-    status[coiled_out] = Status.DEADLOCK.value
-    _, _, length = split_state(x_all, opts.method, L)
-    length_error = np.max(np.abs(length - L), axis=-1) if opts.method == "vvl" else np.zeros(B)
-    return BatchResult(
-        q=to_q(x_all, opts.method),
-        iterations=iterations,
-        status=status.astype(str),
-        success=converged & ~coiled_out,
-        converged=converged,
-        coiled=coiled_out,
-        metric=metric_out,
-        length_error=length_error,
-        tols=tol_arr,
-        first_hit=first_hit,
-        coiled_at_hit=coiled_at_hit,
-        history=history,
-    )

@@ -375,11 +375,14 @@ def solve(args: tuple, Rd: np.ndarray, pd: np.ndarray, full: bool,  # type: igno
         and steps made in all; the best attempt's position and orientation errors [m, rad],
         the smallest singular value of its Jacobian (unscaled rows used), ``r`` per iterate,
         and its task value ``x = (p_e, Q(R_e))`` (7,) (``p_e`` (3,) for position targets).
+
+    The restarts and the polish stay in this one compiled function: they share the work
+    arrays and the best attempt's state, which a split would pass through tuples (each call
+    boundary boxes them in Numba); the per-step work is in :func:`attempt`.
     """
     P = DHArrays(*args)
     n = q0.size
-    lo = P.q_min
-    hi = P.q_max
+    lo, hi = P.q_min, P.q_max
     R = np.empty((3, 3))
     p = np.empty(3)
     J = np.empty((6, n))
@@ -424,15 +427,24 @@ def solve(args: tuple, Rd: np.ndarray, pd: np.ndarray, full: bool,  # type: igno
         total += it - best_it
         best_it = it
         best_q[:] = q
+    x, sigma_min = task_value(R, p, J, full, sw)
+    return (best_q, best_status, best_it, attempts, total, best_pe, best_oe, sigma_min,
+            best_hist[: best_it + 1].copy(), x)
+
+
+@njit(cache=True)
+def task_value(R: np.ndarray, p: np.ndarray, J: np.ndarray, full: bool,
+               sw: float) -> tuple[np.ndarray, float]:
+    """``(x, σ_min)`` at the pose ``(R, p)`` with Jacobian ``J`` (orientation rows scaled by
+    ``sw``, unscaled here in place): the task value ``x = (p_e, Q(R_e))`` (7,) (``p_e`` (3,)
+    for position targets) and the smallest singular value of the unscaled rows used."""
     if full and sw != 1.0:
         for i in range(3, 6):
-            for j in range(n):
+            for j in range(J.shape[1]):
                 J[i, j] /= sw
-    x = np.empty(7 if full else 3)  # the task value: p_e, then Q(R_e)
+    x = np.empty(7 if full else 3)
     x[:3] = p
     if full:
         x[3], x[4], x[5], x[6] = quaternion(R[0, 0], R[0, 1], R[0, 2], R[1, 0], R[1, 1],
                                             R[1, 2], R[2, 0], R[2, 1], R[2, 2])
-    sigma_min = math.sqrt(gram_eigenvalues(J, 6 if full else 3)[0])
-    return (best_q, best_status, best_it, attempts, total, best_pe, best_oe, sigma_min,
-            best_hist[: best_it + 1].copy(), x)
+    return x, math.sqrt(gram_eigenvalues(J, 6 if full else 3)[0])

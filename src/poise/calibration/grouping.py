@@ -1,0 +1,122 @@
+"""The scale and the parameter groups of a statics identification.
+
+The stacked equations ``Y π = 0`` are homogeneous: one parameter ``π_f`` is fixed to a known
+value (:func:`parse_fix`). Parameters of one kind may be *tied* into one group estimated as one
+(:func:`parameter_groups`), ``π = T θ`` with the group matrix ``T`` (:func:`group_matrix`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from poise.calibration.regressor import CalibrationError, StaticsRegressor
+from poise.models.base import FloatArray
+
+
+def parse_fix(reg: StaticsRegressor, fix: str | tuple[str, float] | None) -> tuple[int, float]:
+    """The scale parameter: its index and value.
+
+    ``None``: the first moment arm at its nominal value (a tendon radius from the drawing).
+    ``"NAME"``: that parameter at its nominal value. ``"NAME=VALUE"`` or ``(NAME, VALUE)``:
+    that parameter at the given value.
+    """
+    if fix is None:
+        k = next(i for i, p in enumerate(reg.params) if p.kind == "moment_arm")
+        return k, float(reg.nominal[k])
+    if isinstance(fix, tuple):
+        name, value = fix
+        return reg.index(name), float(value)
+    match = re.fullmatch(r"\s*([^=\s]+)\s*(?:=\s*(\S+))?\s*", fix)
+    if not match:
+        raise CalibrationError(f"fix = {fix!r}: expected NAME or NAME=VALUE")
+    k = reg.index(match.group(1))
+    if match.group(2) is None:
+        return k, float(reg.nominal[k])
+    try:
+        value = float(match.group(2))
+    except ValueError:
+        raise CalibrationError(f"fix = {fix!r}: {match.group(2)!r} is not a number") from None
+    if not math.isfinite(value) or value == 0.0:
+        raise CalibrationError(f"fix = {fix!r}: the known value must be finite and non-zero")
+    return k, value
+
+
+#: Parameter kinds tied by default, per family (see :func:`parameter_groups`).
+DEFAULT_TIES = {"planar_tree": (), "planar_pcc": ("mass",)}
+
+
+@dataclass(frozen=True)
+class Group:
+    """Parameters estimated as one: ``π[members] = ratios · θ``.
+
+    ``ratios`` keep the nominal proportions (1 for the first member); ``name`` is the first
+    member's name with the coordinate replaced by ``*`` (``mass[*]``) when several are tied.
+    """
+
+    name: str
+    members: tuple[int, ...]
+    ratios: tuple[float, ...]
+
+
+def parameter_groups(reg: StaticsRegressor, tie: Sequence[str] = ()) -> list[Group]:
+    """One group per parameter, except that every parameter of a kind listed in ``tie``
+    (``stiffness``, ``k_rest``, ``mass``, ``mass_moment``, ``moment_arm``) joins one group
+    whose members keep their nominal ratios, or one group per actuated section with
+    ``KIND:section`` (coordinates crossed by the same actuators).
+
+    Tying states a modelling assumption ("the arm is cast from one material: every segment has
+    the same mass") that removes directions the data cannot resolve.
+    """
+    kinds = {"stiffness", "k_rest", "mass", "mass_moment", "moment_arm"}
+    spec: dict[str, str] = {}
+    for t in tie:
+        kind, _, how = t.partition(":")
+        if kind not in kinds or how not in ("", "section"):
+            raise CalibrationError(f"tie = {t!r}: expected KIND or KIND:section with KIND one "
+                                   f"of {', '.join(sorted(kinds))}")
+        if not any(p.kind == kind for p in reg.params):
+            raise CalibrationError(f"tie = {t!r}: {reg.model.name} has no {kind} parameters")
+        spec[kind] = how or "all"
+    A = reg.A_nominal
+    section = {i: tuple(np.nonzero(A[:, i])[0]) for i in range(reg.n)}
+    groups: list[Group] = []
+    done: set[int] = set()
+    for k, p in enumerate(reg.params):
+        if k in done:
+            continue
+        how = spec.get(p.kind)
+        if how is None:
+            groups.append(Group(p.name, (k,), (1.0,)))
+            done.add(k)
+            continue
+        members = [i for i, q in enumerate(reg.params) if q.kind == p.kind and i not in done
+                   and (how == "all" or section[q.coordinate] == section[p.coordinate])]
+        ref = reg.nominal[members[0]]
+        ratios = tuple(float(reg.nominal[i] / ref) if ref != 0 else 1.0 for i in members)
+        if len(members) == 1:
+            name = p.name
+        elif how == "all":
+            name = p.name.split("[")[0] + "[*]"
+        else:
+            name = p.name.split("[")[0] + "[" + "+".join(
+                reg.coordinate_names[reg.params[i].coordinate] for i in members) + "]"
+        groups.append(Group(name, tuple(members), ratios))
+        done.update(members)
+    return groups
+
+
+
+def group_matrix(reg: StaticsRegressor, groups: Sequence[Group]) -> FloatArray:
+    """``T`` (p, g) with ``π = T θ``: column g holds group g's ratios at its members' rows."""
+    T = np.zeros((reg.p, len(groups)))
+    for g, grp in enumerate(groups):
+        T[list(grp.members), g] = grp.ratios
+    return T
+
+
+__all__ = ["DEFAULT_TIES", "Group", "group_matrix", "parameter_groups", "parse_fix"]

@@ -1,0 +1,181 @@
+"""The least-squares stage of a statics identification: the scaled, weighted SVD solve.
+
+With the scale group fixed (``θ_f``), the free groups solve ``Y_r θ_r = −y_f θ_f``; with
+``kinematics`` the actuator kinematics rows ``qa = A q + o`` join them (offsets ``o`` as nuisance
+parameters), each block weighted by ``1/σ̂`` of its own fit. Columns are scaled by each
+parameter's typical magnitude before the SVD, so rank, condition number and null-space
+directions compare *relative* changes of parameters with different units.
+
+Statistics: ``σ̂² = ‖r‖² / (rows − p)``, ``cov = σ̂² V Σ⁻² Vᵀ`` in the scaled coordinates.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from poise.calibration.grouping import Group
+from poise.calibration.regressor import StaticsRegressor
+from poise.models.base import FloatArray
+
+
+@dataclass(frozen=True)
+class StaticsFit:
+    """The solution and its statistics (groups: ``π = T θ``).
+
+    Attributes:
+        theta: group values (g,), the fixed one included.
+        pi: parameter vector ``T θ`` (p,).
+        offsets: actuator kinematics offsets ``o`` (m,) (empty without kinematics).
+        n_free: solved unknowns (free groups + offsets).
+        singular_values: of the scaled system, descending (zeros for unseen directions).
+        directions: ``Vᵀ`` of the scaled system, one direction per row.
+        column_names: the unknowns' names in the order of ``directions``' columns.
+        rank: numerical rank (``σ_i > rcond · σ_max``).
+        cond, cond_raw: condition number of the scaled system / of the unscaled statics rows.
+        sigma: residual standard deviation ``σ̂`` of the weighted system.
+        residual_rms: RMS statics residual on the fit rows [N·m].
+        covariance: of the parameters (p, p), zero for the fixed group [SI].
+        std_error: of the parameters (p,); offset_std_error: of the offsets (m,).
+        weights: ``(w_s, w_k)`` of the statics and kinematics blocks.
+    """
+
+    theta: FloatArray
+    pi: FloatArray
+    offsets: FloatArray
+    n_free: int
+    singular_values: FloatArray
+    directions: FloatArray
+    column_names: list[str]
+    rank: int
+    cond: float
+    cond_raw: float
+    sigma: float
+    residual_rms: float
+    covariance: FloatArray
+    std_error: FloatArray
+    offset_std_error: FloatArray
+    weights: tuple[float, float]
+
+
+@dataclass(frozen=True)
+class _System:
+    """The weighted system ``A_w x ≈ b_w`` with column scales ``s``, and its statics block."""
+
+    A_w: FloatArray
+    b_w: FloatArray
+    scales: FloatArray
+    Y_r: FloatArray
+    b_s: FloatArray
+    weights: tuple[float, float]
+
+
+def fit_statics(reg: StaticsRegressor, model: Any, Y_fit: FloatArray, q_fit: FloatArray,
+                qa_fit: FloatArray, groups: Sequence[Group], T: FloatArray, g_fix: int,
+                theta_fix: float, *, kinematics: bool, rcond: float) -> StaticsFit:
+    """Solve for the free groups (and offsets) from the fit poses.
+
+    Args:
+        Y_fit: statics rows of the fit poses (N, n, p); q_fit (N, n), qa_fit (N, m) their
+            measured coordinates and actuator positions.
+        groups, T: the parameter groups and ``π = T θ``; g_fix, theta_fix: the scale group.
+        kinematics: add the actuator kinematics rows; rcond: rank threshold.
+    """
+    free = [g for g in range(len(groups)) if g != g_fix]
+    system = _stacked_system(reg, model, Y_fit, q_fit, qa_fit, groups, T, free, g_fix,
+                             theta_fix, kinematics)
+    x, sv, Vt, rank, cond, cov_x, sigma = _scaled_lstsq(system, rcond)
+    sv_raw = np.linalg.svd(system.Y_r, compute_uv=False)
+    cond_raw = float(sv_raw[0] / sv_raw[-1]) if sv_raw[-1] > 0 else math.inf
+    theta = np.empty(len(groups))
+    theta[g_fix] = theta_fix
+    theta[free] = x[: len(free)]
+    r = system.b_s - system.Y_r @ theta[free]
+    Tf = T[:, free]
+    cov = Tf @ cov_x[: len(free), : len(free)] @ Tf.T  # (p, p), zero for the fixed group
+    n_off = x.size - len(free)
+    return StaticsFit(
+        theta=theta, pi=T @ theta, offsets=x[len(free):], n_free=int(x.size),
+        singular_values=sv, directions=Vt,
+        column_names=[groups[g].name for g in free] + [f"qa_offset[{j}]" for j in range(n_off)],
+        rank=rank, cond=cond, cond_raw=cond_raw, sigma=sigma,
+        residual_rms=float(np.sqrt(np.mean(r**2))) if r.size else math.nan,
+        covariance=cov, std_error=np.sqrt(np.maximum(np.diag(cov), 0.0)),
+        offset_std_error=np.sqrt(np.maximum(np.diag(cov_x)[len(free):], 0.0)),
+        weights=system.weights)
+
+
+def _stacked_system(reg: StaticsRegressor, model: Any, Y_fit: FloatArray, q_fit: FloatArray,
+                    qa_fit: FloatArray, groups: Sequence[Group], T: FloatArray,
+                    free: list[int], g_fix: int, theta_fix: float,
+                    kinematics: bool) -> _System:
+    """The statics rows in grouped columns, with the kinematics rows when asked."""
+    Yt = Y_fit.reshape(-1, reg.p) @ T  # grouped columns
+    Yr = Yt[:, free]
+    b_s = -Yt[:, g_fix] * theta_fix
+    s = np.array([reg.scales[groups[g].members[0]] for g in free])
+    if not kinematics:
+        return _System(Yr, b_s, s, Yr, b_s, (1.0, 0.0))
+    # qa_j = Σ_i A_ji q_i + o_j: moment-arm columns get q_i, the offset column 1
+    n_pose = len(q_fit)
+    K = np.zeros((n_pose, reg.m, reg.p))
+    for col, (j, i) in enumerate(reg.arm_index):
+        K[:, j, reg._a0 + col] = q_fit[:, i]
+    Kt = K.reshape(-1, reg.p) @ T
+    Kr = np.hstack([Kt[:, free], np.tile(np.eye(reg.m), (n_pose, 1))])
+    b_k = qa_fit.reshape(-1) - Kt[:, g_fix] * theta_fix
+    s_all = np.concatenate([s, _actuator_widths(model)])
+    Ys = np.hstack([Yr, np.zeros((Yr.shape[0], reg.m))])
+    # block weights 1/σ from each block's own fit (floors keep noise-free data exact)
+    w_s = 1.0 / _block_sigma(Ys * s_all, b_s)
+    w_k = 1.0 / _block_sigma(Kr * s_all, b_k)
+    A_w = np.vstack([Ys * w_s, Kr * w_k])
+    b_w = np.concatenate([b_s * w_s, b_k * w_k])
+    return _System(A_w, b_w, s_all, Yr, b_s, (float(w_s), float(w_k)))
+
+
+def _scaled_lstsq(system: _System, rcond: float) -> tuple[
+        FloatArray, FloatArray, FloatArray, int, float, FloatArray, float]:
+    """``(x, σ, Vᵀ, rank, cond, cov(x), σ̂)``: least squares in the scaled coordinates on the
+    numerical range (minimum norm if rank deficient)."""
+    A_w, b_w, s_all = system.A_w, system.b_w, system.scales
+    Ys = A_w * s_all
+    U, sv_r, Vt = np.linalg.svd(Ys, full_matrices=True)  # Vt: all directions, also unseen ones
+    U = U[:, : sv_r.size]
+    sv = np.zeros(Ys.shape[1])
+    sv[: sv_r.size] = sv_r
+    smax = float(sv[0]) if sv.size else 0.0
+    rank = int(np.sum(sv > rcond * smax)) if smax > 0 else 0
+    cond = float(smax / sv[-1]) if sv.size and sv[-1] > 0 else math.inf
+    inv = np.where(np.arange(sv.size) < rank, 1.0 / np.where(sv > 0, sv, 1.0), 0.0)
+    x = s_all * (Vt.T @ (inv * np.concatenate([U.T @ b_w, np.zeros(sv.size - sv_r.size)])))
+    r_w = b_w - A_w @ x
+    dof = max(A_w.shape[0] - x.size, 1)
+    sigma = float(np.linalg.norm(r_w) / math.sqrt(dof))
+    cov_x = ((Vt.T * (inv**2)) @ Vt * sigma**2) * np.outer(s_all, s_all)
+    return x, sv, Vt, rank, cond, cov_x, sigma
+
+
+def _actuator_widths(model: Any) -> FloatArray:
+    lo = np.asarray(model.qa_min, dtype=float)
+    hi = np.asarray(model.qa_max, dtype=float)
+    w = hi - lo
+    return np.where(np.isfinite(w) & (w > 0), w, 1.0)
+
+
+def _block_sigma(A: FloatArray, b: FloatArray) -> float:
+    """Residual standard deviation of one block's own least-squares fit, floored at 1e-6 of
+    the block's RMS right-hand side (or of its matrix) so that exact data stay exact."""
+    x, *_ = np.linalg.lstsq(A, b, rcond=None)
+    r = b - A @ x
+    dof = max(A.shape[0] - np.linalg.matrix_rank(A), 1)
+    sigma = float(np.linalg.norm(r) / math.sqrt(dof))
+    scale = float(np.sqrt(np.mean(b**2))) or float(np.sqrt(np.mean(A**2))) or 1.0
+    return max(sigma, 1e-6 * scale)
+
+
+__all__ = ["StaticsFit", "fit_statics"]
