@@ -212,16 +212,17 @@ class LinkCore:
         """Do what is due at ``now``: returns the frames to write (handshake retries, a
         heartbeat while idle); fails the handshake and the requests past their deadline."""
         out: list[bytes] = []
+        rx = (self.port, self.timeout, self.rx_bytes, self.rx_valid)  # for a timeout's message
         hs = self.handshake
         if self.state is LinkState.HANDSHAKE and hs is not None:
             if now >= hs.deadline:
-                self._handshake_failed(self._timeout_error(hs), now)
+                self._handshake_failed(hs.timeout_error(*rx), now)
             elif now >= hs.next_try(HELLO_TRIES, self.timeout):
                 out.append(self._send(hs, now)[1])
         for req in self.requests.in_flight():
             if now >= req.deadline:
                 self.requests.forget(req)
-                req.set_exception(self._timeout_error(req))
+                req.set_exception(req.timeout_error(*rx))
             elif now >= req.next_try(REQUEST_TRIES, self.timeout):
                 out.append(self.requests.sent(req, *self._send(req, now)))
         interval = self.heartbeat_interval
@@ -239,9 +240,6 @@ class LinkCore:
         if self.connected and self.heartbeat_interval > 0:
             times.append(self.ledger.last_tx_time + self.heartbeat_interval)
         return min(times)
-
-    def _timeout_error(self, pending: Pending) -> DeviceTimeoutError:
-        return pending.timeout_error(self.port, self.timeout, self.rx_bytes, self.rx_valid)
 
     # ------------------------------------------------------------- tx
     def frame(self, msg: m.Message, now: float | None = None) -> tuple[int, bytes]:
