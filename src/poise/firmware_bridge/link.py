@@ -317,25 +317,25 @@ class LinkCore:
         self.rx_bytes += len(data)
         one = self.decoder.sensors(data)  # the usual read: one whole sensor frame
         if one is not None:
-            self._one_sensors(*one, now, deliver)
-            return
-        for fr in self.decoder.feed(data):
-            self.stats.rx_frames += 1
-            self.rx_valid += 1
-            msg = fr.message
-            if isinstance(msg, m.Sensors):
-                self._sensors(fr.header.seq, fr.header.timestamp_us, msg, now, deliver)
-                continue
-            self.ledger.received(fr.header.seq)
-            if isinstance(msg, (m.Hello, m.Channel)):
-                if self.handshake is not None:
-                    self.handshake.collect(msg)
-            elif isinstance(msg, m.Ack):
-                self.requests.acknowledged(msg)
-            elif isinstance(msg, m.Fault):
-                self.faults.append((now, msg))
-                if self.on_fault:
-                    self.on_fault(msg)
+            self._sensors(*one, now, deliver)
+        else:
+            for fr in self.decoder.feed(data):
+                msg = fr.message
+                if isinstance(msg, m.Sensors):
+                    self._sensors(fr.header.seq, fr.header.timestamp_us, msg, now, deliver)
+                    continue
+                self.stats.rx_frames += 1
+                self.rx_valid += 1
+                self.ledger.received(fr.header.seq)
+                if isinstance(msg, (m.Hello, m.Channel)):
+                    if self.handshake is not None:
+                        self.handshake.collect(msg)
+                elif isinstance(msg, m.Ack):
+                    self.requests.acknowledged(msg)
+                elif isinstance(msg, m.Fault):
+                    self.faults.append((now, msg))
+                    if self.on_fault:
+                        self.on_fault(msg)
         if self.state is LinkState.HANDSHAKE:
             self._check_handshake(now)
 
@@ -346,22 +346,17 @@ class LinkCore:
         counts it, but deliver it to nobody; its sample."""
         self.rx_bytes += len(data)
         self.decoder.count_whole(data)
-        return self._one_sensors(seq, timestamp_us, msg, now, deliver=False)
-
-    def _one_sensors(self, seq: int, timestamp_us: int, msg: m.Sensors, now: float,
-                     deliver: bool) -> SensorSample:
-        """A read that was one whole Sensors frame: counted, its sample made (and delivered)."""
-        self.stats.rx_frames += 1
-        self.rx_valid += 1
-        sample = self._sensors(seq, timestamp_us, msg, now, deliver)
+        sample = self._sensors(seq, timestamp_us, msg, now, deliver=False)
         if self.state is LinkState.HANDSHAKE:
             self._check_handshake(now)
         return sample
 
     def _sensors(self, seq: int, timestamp_us: int, msg: m.Sensors, now: float,
                  deliver: bool = True) -> SensorSample:
-        """A sensor frame: its sequence number and echoes accounted for, its sample kept as
-        :attr:`last_sensors` (and with ``deliver`` handed to ``on_sensors``)."""
+        """A sensor frame: counted, its sequence number and echoes accounted for, its sample
+        kept as :attr:`last_sensors` (and with ``deliver`` handed to ``on_sensors``)."""
+        self.stats.rx_frames += 1
+        self.rx_valid += 1
         self.ledger.sensors(seq, msg, now)
         sample = SensorSample(now, seq, timestamp_us, msg)
         self.last_sensors = sample
