@@ -23,8 +23,9 @@ from poise.controller.config import (
     load_config,
 )
 from poise.controller.config_schema import SCHEMA_FILE, config_schema, schema_text
-from poise.controller.config_spec import MQTT_KEYS, SERVO_KEYS
+from poise.controller.config_spec import MQTT_KEYS
 from poise.devices import dynamixel_config
+from poise.devices.dynamixel_config import SERVO_KEYS
 from poise.examples import names, path
 
 jsonschema = pytest.importorskip("jsonschema")

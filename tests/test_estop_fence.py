@@ -200,7 +200,7 @@ def test_an_estop_voids_every_command_published_before_it_wherever_it_waits(
                 assert seen is not None and seen.retain and seen.json()["state"] == "estop"
             # what is sent after the e-stop works as usual once the marker is back
             deadline = time.monotonic() + WAIT
-            while bridge._fence.active and time.monotonic() < deadline:
+            while bridge.intake.fence.active and time.monotonic() < deadline:
                 time.sleep(0.01)
             m = len(rec.messages)
             rec.command("clear", id="c1")

@@ -435,7 +435,7 @@ def test_a_setpoint_framed_elsewhere_takes_the_reserved_number_unless_another_fr
     assert not core.sent_setpoint(late, clock.t)
     core.lost(clock.t)
     assert core.reserve_setpoint() is None
-    assert not core.sent_setpoint(core._tx_seq, clock.t)
+    assert not core.sent_setpoint(core.ledger.next_seq, clock.t)
 
 
 def test_a_burst_answered_at_its_newest_frame_counts_as_the_whole_read_fed():

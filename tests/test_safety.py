@@ -286,7 +286,7 @@ def test_in_the_realtime_process_the_estop_is_taken_from_mqtt_by_that_process(
     assert bridge.wait_connected(30)
     assert ctl.start().accepted and ctl.wait_for(State.RUNNING, 30)
     parent_path = []
-    bridge._post = lambda c, r: parent_path.append(c)  # the service process's way: unused
+    bridge.intake.post = lambda c, r: parent_path.append(c)  # the service process's way: unused
     with Recorder(mc) as rec:
         assert rec.connected.wait(30)
         rec.command("estop", id="child-stop")

@@ -1,10 +1,10 @@
 """The JSON Schema of run configurations, generated from the declarations the loader reads by.
 
 Every table's keys are the :class:`~poise.models.spec.Key` declarations of
-:data:`poise.controller.config.TABLE_KEYS` (their dataclass fields, ``MQTT_KEYS``,
+:data:`poise.controller.config_tables.TABLE_KEYS` (their dataclass fields, ``MQTT_KEYS``,
 ``SERVO_KEYS``), turned into a schema by the same functions as the model files'
 (:func:`poise.models.schema.key_schema`) with the conventions of a run configuration
-(:mod:`poise.controller.config_spec`): no overall magnitude bound on numbers, non-empty strings,
+(:mod:`poise.models.settings`): no overall magnitude bound on numbers, non-empty strings,
 a bare number for a vector, an array of tables that may be empty. So an editor (Taplo / Even
 Better TOML) completes and checks exactly the keys, types, ranges, defaults and descriptions
 ``load_config`` accepts. Rules across keys (a gain ``<= loop.rate``, ``sensor_fault >=
@@ -23,10 +23,11 @@ import pathlib
 import typing
 from typing import Any
 
-from poise.controller.config import TABLE_KEYS, Config
-from poise.controller.config_spec import MQTT_DOC, may_be_empty
+from poise.controller.config_spec import MQTT_DOC
+from poise.controller.config_tables import TABLE_KEYS, Config
 from poise.models.schema import DRAFT
 from poise.models.schema import key_schema as model_key_schema
+from poise.models.settings import may_be_empty
 from poise.models.spec import Key, Table
 
 #: The copy shipped as package data.

@@ -28,6 +28,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from poise.models.settings import field_default
+from poise.models.spec import Key
+
 #: Counts per shaft turn (X series, 12-bit absolute encoder).
 COUNTS_PER_TURN = 4096
 #: Shaft angle per count [rad].
@@ -53,9 +56,6 @@ MODES = (EXTENDED_POSITION, CURRENT_BASED_POSITION)
 POSITION_RANGE = 1_048_575
 #: Largest servo ID on a Protocol 2.0 bus (253 and up are reserved; 254 is broadcast).
 MAX_ID = 252
-#: Keys of one ``[[device.servos]]`` table.
-KEYS = ("id", "radius", "sign", "zero", "mode", "current_limit", "qa_min", "qa_max",
-        "current_unit", "torque_constant", "name")
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +161,42 @@ class ServoConfig:
         return round(self.current_limit / self.current_unit)
 
 
+#: ``[[device.servos]]``: one Dynamixel actuator (docs/devices.md), declared for the run
+#: configuration's validator and schema (:mod:`poise.models.settings`), defaults taken from
+#: :class:`ServoConfig`'s fields. Its cross-key rules (qa_min < qa_max within the servo's ±256
+#: turns, mode 5 needs current_limit, distinct IDs) are :class:`ServoConfig`'s.
+SERVO_KEYS: dict[str, Key] = {
+    "id": Key("integer", "servo ID on the bus", required=True, ge=0, le=MAX_ID),
+    "radius": Key("number", "spool radius r [m] (1.0: qa is the shaft angle [rad])",
+                  default=field_default(ServoConfig, "radius"), ge=MIN_RADIUS,
+                  le=MAX_RADIUS),
+    "sign": Key("integer", "+1 or -1: which shaft direction lengthens qa",
+                default=field_default(ServoConfig, "sign"), choices=(1, -1)),
+    "zero": Key("integer", "shaft position where qa = 0 [counts]",
+                default=field_default(ServoConfig, "zero"), ge=-POSITION_RANGE,
+                le=POSITION_RANGE),
+    "mode": Key("integer", "Operating Mode: 4 extended position (multi-turn), 5 current-based "
+                "position (needs current_limit)", default=field_default(ServoConfig, "mode"),
+                choices=MODES),
+    "current_limit": Key("number", "[A]; mode 5: the effort limit written to Goal Current at "
+                         "arm; mode 4: written to Current Limit at connect if it differs "
+                         "(default: leave the servo's setting)", gt=0),
+    "qa_min": Key("number", "lower actuator limit [m, or rad with radius 1] (default: minus "
+                  "one spool turn)"),
+    "qa_max": Key("number", "upper actuator limit [m, or rad with radius 1], > qa_min "
+                  "(default: one spool turn)"),
+    "current_unit": Key("number", "Present/Goal Current unit [A per count] (XM430: 0.00269, "
+                        "XL330/XC330: 0.001)",
+                        default=field_default(ServoConfig, "current_unit"), gt=0),
+    "torque_constant": Key("number", "k_t [N·m/A] (effort = sign · k_t · I / r)",
+                           default=field_default(ServoConfig, "torque_constant"), gt=0),
+    "name": Key("string", "channel name (empty or absent: servo<ID>)",
+                default=field_default(ServoConfig, "name")),
+}
+#: Keys of one ``[[device.servos]]`` table.
+KEYS = tuple(SERVO_KEYS)
+
+
 def default_servos(m: int, *, radius: float = DEFAULT_RADIUS,
                    qa_min: Sequence[float] | None = None,
                    qa_max: Sequence[float] | None = None) -> tuple[ServoConfig, ...]:
@@ -216,5 +252,5 @@ def with_defaults(servos: Sequence[ServoConfig] | None, m: int | None) -> tuple[
 __all__ = ["COUNTS_PER_TURN", "CURRENT_BASED_POSITION", "DEFAULT_CURRENT_UNIT",
            "DEFAULT_RADIUS", "DEFAULT_TORQUE_CONSTANT", "DEFAULT_ZERO", "EXTENDED_POSITION",
            "KEYS", "MAX_ID", "MAX_RADIUS", "MIN_RADIUS", "MODES", "POSITION_RANGE", "RAD_PER_COUNT",
-           "RAD_S_PER_VELOCITY_UNIT", "ServoConfig", "default_servos", "servos_from_config",
-           "with_defaults"]
+           "RAD_S_PER_VELOCITY_UNIT", "SERVO_KEYS", "ServoConfig", "default_servos",
+           "servos_from_config", "with_defaults"]

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 from poise.devices.base import Device, DeviceError
 from poise.firmware_bridge import messages as msg
 
-if TYPE_CHECKING:  # the controller imports this module: no import back at run time
-    from poise.controller.config import DeviceConfig
+if TYPE_CHECKING:
+    from poise.devices.config import DeviceConfig
     from poise.devices.dynamixel_config import ServoConfig
     from poise.devices.simdevice import SimDevice
 
