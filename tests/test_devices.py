@@ -15,6 +15,7 @@ import time
 import numpy as np
 import pytest
 
+from conftest import wait_until
 from poise.api.state import State
 from poise.controller.config import ConfigError, DeviceConfig, load_config
 from poise.controller.loop import Controller
@@ -59,15 +60,6 @@ def bus_and_board():
 def _config(bus: str, board: str | None, **keys) -> DeviceConfig:
     return DeviceConfig(port=bus, protocol="dynamixel", sensors=board,
                         timeout_ms=BUS_TIMEOUT_MS, **keys)
-
-
-def wait_until(pred, timeout: float = PATIENCE, step: float = 0.02) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(step)
-    return pred()
 
 
 # ------------------------------------------------------------------------ configuration
