@@ -30,16 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from poise.models import planar
 from poise.models.base import FloatArray
-from poise.models.planar import (
-    PlanarJoint,
-    PlanarModel,
-    PlanarSpec,
-    describe_joint,
-    read_actuation,
-    read_header,
-    read_joint,
-)
 from poise.models.spec import (
     ACTUATION_KEYS,
     PLANAR_KEYS,
@@ -113,7 +105,7 @@ _SERIES_COEFFS = _series_coefficients()
 
 
 @dataclass(frozen=True)
-class Segment(PlanarJoint):
+class Segment(planar.PlanarJoint):
     """One constant-curvature segment (its bending stiffness, rest angle, damping and limits:
     :class:`~poise.models.planar.PlanarJoint`)."""
 
@@ -122,14 +114,14 @@ class Segment(PlanarJoint):
 
 
 @dataclass(frozen=True)
-class PCCSpec(PlanarSpec):
+class PCCSpec(planar.PlanarSpec):
     """Everything a model file says about a planar PCC arm (validated)."""
 
     points_per_segment: int
     segments: tuple[Segment, ...]
 
 
-class PlanarPCC(PlanarModel):
+class PlanarPCC(planar.PlanarModel):
     """Planar piecewise-constant-curvature arm with tendons, bending springs and gravity.
 
     Task: the tip position ``(x, y)`` [m]. See the module docstring for the equations.
@@ -357,7 +349,7 @@ class PlanarPCC(PlanarModel):
     def describe(self) -> dict[str, Any]:
         """All parameters in the file schema (reloads to an identical model)."""
         sp = self.spec
-        segments = [{"length": s.length, "mass": s.mass, **describe_joint(s)}
+        segments = [{"length": s.length, "mass": s.mass, **planar.describe_joint(s)}
                     for s in sp.segments]
         return self._describe_planar({"mass_points_per_segment": sp.points_per_segment,
                                       "segments": segments}, {"kind": "tip_xy"})
@@ -365,14 +357,14 @@ class PlanarPCC(PlanarModel):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], source: str = "<dict>") -> PlanarPCC:
         """Validate a description (file schema, see docs/models.md) and build the model."""
-        top, header = read_header(data, source, KEYS)
+        top, header = planar.read_header(data, source, KEYS)
         points = top.get("mass_points_per_segment")
         segments = []
         for f in top.get("segments"):
             f.check_keys()
-            joint = read_joint(f)
+            joint = planar.read_joint(f)
             segments.append(Segment(length=f.get("length"), mass=f.get("mass"), **joint))
-        actuation = read_actuation(top, len(segments))
+        actuation = planar.read_actuation(top, len(segments))
         task = top.get("task")
         task.check_keys()
         task.get("kind")

@@ -28,16 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from poise.models import planar
 from poise.models.base import FloatArray
-from poise.models.planar import (
-    PlanarJoint,
-    PlanarModel,
-    PlanarSpec,
-    describe_joint,
-    read_actuation,
-    read_header,
-    read_joint,
-)
 from poise.models.registry import ModelError
 from poise.models.spec import (
     ACTUATION_KEYS,
@@ -91,7 +83,7 @@ KEYS: dict[str, Key] = {
 
 
 @dataclass(frozen=True)
-class Body(PlanarJoint):
+class Body(planar.PlanarJoint):
     """One rigid rod and the joint that connects it to its parent (stiffness, rest, damping
     and limits of the joint: :class:`~poise.models.planar.PlanarJoint`)."""
 
@@ -107,7 +99,7 @@ class Body(PlanarJoint):
 
 
 @dataclass(frozen=True)
-class TreeSpec(PlanarSpec):
+class TreeSpec(planar.PlanarSpec):
     """Everything a model file says about a planar tree (validated)."""
 
     bodies: tuple[Body, ...]
@@ -115,7 +107,7 @@ class TreeSpec(PlanarSpec):
     task_body: int
 
 
-class PlanarTree(PlanarModel):
+class PlanarTree(planar.PlanarModel):
     """A planar tree of rigid rods with revolute joints, springs, dampers and gravity.
 
     Build one with :meth:`from_dict` (or :func:`poise.models.load_model`); see the module
@@ -273,7 +265,8 @@ class PlanarTree(PlanarModel):
         bodies = [{"name": b.name,
                    "parent": "base" if b.parent < 0 else sp.bodies[b.parent].name,
                    "attach": b.attach, "length": b.length, "mass": b.mass, "com": b.com,
-                   "inertia": b.inertia, "sign": b.sign, "offset": b.offset, **describe_joint(b)}
+                   "inertia": b.inertia, "sign": b.sign, "offset": b.offset,
+                   **planar.describe_joint(b)}
                   for b in sp.bodies]
         task: dict[str, Any] = {"kind": sp.task_kind}
         if sp.task_kind != "com_xy":
@@ -283,7 +276,7 @@ class PlanarTree(PlanarModel):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], source: str = "<dict>") -> PlanarTree:
         """Validate a description (file schema, see docs/models.md) and build the model."""
-        top, header = read_header(data, source, KEYS)
+        top, header = planar.read_header(data, source, KEYS)
         bodies: list[Body] = []
         names: dict[str, int] = {}
         for i, f in enumerate(top.get("bodies")):
@@ -299,7 +292,7 @@ class PlanarTree(PlanarModel):
             length = f.get("length")
             mass = f.get("mass")
             com = f.get("com", length / 2)
-            joint = read_joint(f)
+            joint = planar.read_joint(f)
             bodies.append(Body(
                 name=bname, parent=parent,
                 attach=f.get("attach", 0.0 if parent < 0 else bodies[parent].length),
@@ -308,7 +301,7 @@ class PlanarTree(PlanarModel):
                 sign=f.get("sign"), offset=f.get("offset"), **joint,
             ))
             names[bname] = i
-        actuation = read_actuation(top, len(bodies))
+        actuation = planar.read_actuation(top, len(bodies))
         task = top.get("task")
         task.check_keys()
         kind = task.get("kind")
