@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from poise.devices.simdevice import SimDevice
@@ -70,3 +72,41 @@ def crossing_step(dancer_crossing):
                        shaper=loop.config.loop.shaper)
     step.reset(q_start, loop.params.algorithm)
     return step
+
+
+# ------------------------------------------------------------------ helpers shared by tests
+# (``from conftest import wait_until``; the tests folder is on the path, as for test_mqtt)
+
+#: Default patience of :func:`wait_until` [s]: a busy machine is 4-6 times slower.
+DEADLINE_S = 120.0
+
+
+def wait_until(pred, timeout: float = DEADLINE_S, step: float = 0.02) -> bool:
+    """Poll ``pred`` every ``step`` seconds until it holds or ``timeout`` seconds passed;
+    whether it holds (checked once more at the end)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(step)
+    return bool(pred())
+
+
+def wait_for(what: str, predicate, timeout: float) -> None:
+    """Poll ``predicate`` until it holds; fail naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def dxl_sim():
+    """A virtual Dynamixel bus (tendon_3link, 1 Mbaud) in this process (needs the
+    dynamixel_sdk, like the tests that use it)."""
+    from poise.devices.dynamixel_sim import start_dynamixel_sim
+
+    sim = start_dynamixel_sim("tendon_3link", 1000.0)
+    yield sim
+    sim.stop()

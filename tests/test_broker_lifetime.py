@@ -12,10 +12,10 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
+from conftest import wait_for
 from poise.telemetry.broker import port_is_free
 from poise.telemetry.stress_procs import Helper, alive, helpers, listening_ports
 
@@ -25,15 +25,6 @@ pytestmark = pytest.mark.skipif(not pathlib.Path("/proc/self/stat").exists(),
 #: Generous bounds for a loaded 2-core machine [s].
 START_TIMEOUT = 120.0
 EXIT_TIMEOUT = 30.0
-
-
-def wait_for(what: str, predicate, timeout: float) -> None:
-    """Poll ``predicate`` until it holds; fail naming ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(0.05)
 
 
 def _check_no_helper_left(parent: subprocess.Popen, ready) -> None:

@@ -15,6 +15,7 @@ import time
 import numpy as np
 import pytest
 
+from conftest import wait_until
 from poise.api.state import State
 from poise.controller.config import ConfigError, DeviceConfig, load_config
 from poise.controller.loop import Controller
@@ -59,15 +60,6 @@ def bus_and_board():
 def _config(bus: str, board: str | None, **keys) -> DeviceConfig:
     return DeviceConfig(port=bus, protocol="dynamixel", sensors=board,
                         timeout_ms=BUS_TIMEOUT_MS, **keys)
-
-
-def wait_until(pred, timeout: float = PATIENCE, step: float = 0.02) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(step)
-    return pred()
 
 
 # ------------------------------------------------------------------------ configuration
@@ -202,6 +194,33 @@ def test_the_in_process_plant_is_a_device_in_simulated_time():
         dev.arm()
     dev.arm(clear_estop=True)
     assert not dev.latest().status & Status.ESTOP
+
+
+def test_port_inprocess_is_the_simulated_robot_in_real_time():
+    """``[device] port = "inprocess"``: polled, samples on the host clock, the plant kept in
+    step with the wall clock (whole periods; a long pause is skipped, not raced through)."""
+    from poise.devices.inprocess import RealTimeSimulatedDevice
+
+    opened = open_device(DeviceConfig(port="inprocess"), model="double_pendulum", m=1,
+                         rate=200.0)
+    dev = opened.device
+    assert isinstance(dev, RealTimeSimulatedDevice) and isinstance(dev, Device)
+    assert opened.port == "inprocess" and opened.sim is None
+    info = dev.describe()
+    assert (info.n_q, info.n_a, info.polled, info.rate_hz) == (2, 1, True, 0.0)
+    before = time.perf_counter()
+    first = dev.latest()
+    assert before <= first.host_time <= time.perf_counter()
+    t_plant = dev.plant.time
+    time.sleep(0.05)
+    second = dev.read()
+    elapsed = second.host_time - first.host_time
+    assert dev.plant.time - t_plant == pytest.approx(elapsed, abs=0.5 / 200.0 + 1e-9)
+    time.sleep(0.3)  # longer than MAX_CATCH_UP
+    t_plant = dev.plant.time
+    dev.latest()
+    assert dev.plant.time - t_plant == pytest.approx(dev.MAX_CATCH_UP, abs=1e-9)
+    dev.close()
 
 
 # ------------------------------------------------------------------------ the controller

@@ -21,7 +21,7 @@ from poise.benchmarks.ik_panda import sample_targets, solved
 from poise.ik import ErrorDamping, InvalidInputError, Posture, Status, orientation_error, solve
 from poise.ik.clik import _evaluator
 from poise.ik.clik_compiled import unavailable_reason, warm_up
-from poise.ik.orientation import quat_from_matrix
+from poise.ik.orientation import matrix_from_quat, quat_from_matrix
 from poise.ik.targets import parse_target
 from poise.kernels import dh_chain, dh_ik
 from poise.models import load_model
@@ -100,7 +100,51 @@ def test_rotation_error_is_the_reference_angle_along_the_error_quaternion_axis()
             assert eo.tolist() == [0.0, 0.0, 0.0]
 
 
-def test_quaternion_equals_quat_from_matrix():
+def rotation(axis, angle: float) -> np.ndarray:
+    """Rodrigues' formula: the rotation by ``angle`` [rad] about the unit vector along ``axis``."""
+    u = np.asarray(axis, dtype=float) / np.linalg.norm(axis)
+    S = np.array([[0.0, -u[2], u[1]], [u[2], 0.0, -u[0]], [-u[1], u[0], 0.0]])
+    return np.eye(3) + math.sin(angle) * S + (1.0 - math.cos(angle)) * (S @ S)
+
+
+#: (axis, angle) → each branch of Shepperd's method: the trace, then r00, r11, r22 largest; the
+#: last two have w < 0 before the sign flip (rotations by more than π about +axis).
+KNOWN = [((0, 0, 1), math.pi / 2), ((1, 0, 0), math.pi), ((0, 1, 0), math.pi),
+         ((0, 0, 1), math.pi), ((1, 0, 0), 190 * math.pi / 180),
+         ((1, -2, 0.5), 1.9 * math.pi), ((1, 1, 1), 0.0), ((0.3, -0.2, 0.9), 2.5)]
+
+
+@pytest.mark.parametrize(("axis", "angle"), KNOWN)
+def test_quaternion_of_known_rotations(axis, angle):
+    """Q(R(u, ϑ)) = ±(cos ϑ/2, sin ϑ/2 · u), the sign with w ≥ 0 (ground truth, not a copy)."""
+    u = np.asarray(axis, dtype=float) / np.linalg.norm(axis)
+    expected = np.concatenate([[math.cos(angle / 2)], math.sin(angle / 2) * u])
+    if expected[0] < 0.0:
+        expected = -expected
+    R = rotation(axis, angle)
+    for quat in (np.array(dh_ik.quaternion(*R.ravel())), quat_from_matrix(R)):
+        assert np.allclose(quat, expected, atol=1e-15, rtol=0.0)
+        assert quat[0] >= 0.0
+        assert abs(np.linalg.norm(quat) - 1.0) <= 2e-16
+
+
+def test_quaternion_round_trips_through_the_matrix():
+    """matrix → quaternion → matrix is the identity map; quaternion → matrix → quaternion is
+    the identity up to the sign (w ≥ 0), for random poses of the Panda."""
+    rng = np.random.default_rng(13)
+    for _ in range(30):
+        R = PANDA.pose(rng.uniform(PANDA.q_min, PANDA.q_max))[:3, :3]
+        quat = np.array(dh_ik.quaternion(*R.ravel()))
+        assert quat[0] >= 0.0 and abs(np.linalg.norm(quat) - 1.0) <= 2e-16
+        assert np.abs(matrix_from_quat(quat) - R).max() <= 1e-15
+        back = rng.normal(size=4)
+        again = quat_from_matrix(matrix_from_quat(back))
+        assert np.allclose(again, np.sign(back[0]) * back / np.linalg.norm(back), atol=1e-15)
+
+
+def test_compiled_quaternion_is_its_python_source_to_the_last_bit():
+    """quat_from_matrix runs the kernel's Python source (``py_func``), so this compares one
+    function with itself on purpose: it checks that Numba's compilation keeps every bit."""
     rng = np.random.default_rng(13)
     for _ in range(30):
         R = PANDA.pose(rng.uniform(PANDA.q_min, PANDA.q_max))[:3, :3]

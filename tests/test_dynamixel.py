@@ -34,7 +34,6 @@ from poise.sim.dxl_servo import XM430_W350, XServo
 sdk = pytest.importorskip("dynamixel_sdk")
 
 from poise.devices.dynamixel import DynamixelDevice, check_latency_timer  # noqa: E402
-from poise.devices.dynamixel_sim import start_dynamixel_sim  # noqa: E402
 
 #: Status-packet timeout for devices under test [ms]: the bus shares the GIL with the SDK.
 TIMEOUT_MS = 1500.0
@@ -244,13 +243,6 @@ def test_latency_timer_of_an_ftdi_port_gives_the_fix(tmp_path):
 
 
 # ---------------------------------------------------------------------------- the virtual bus
-
-
-@pytest.fixture
-def dxl_sim():
-    sim = start_dynamixel_sim("tendon_3link", 1000.0)
-    yield sim
-    sim.stop()
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ import time
 
 import pytest
 
+from conftest import DEADLINE_S, wait_until
 from poise.devices.base import DeviceError, Status
 from poise.devices.dynamixel_config import ServoConfig
 from poise.sim import dxl_protocol as dxl
@@ -31,30 +32,10 @@ sdk = pytest.importorskip("dynamixel_sdk")
 from poise.devices.dynamixel import DynamixelDevice  # noqa: E402
 from poise.devices.dynamixel_bus import watchdog_units  # noqa: E402
 from poise.devices.dynamixel_port import BusPort  # noqa: E402
-from poise.devices.dynamixel_sim import start_dynamixel_sim  # noqa: E402
-
-#: Deadline for a state to come [s] (a busy machine is 4-6 times slower).
-DEADLINE_S = 120.0
-
-
-def wait_until(pred, timeout: float = DEADLINE_S, step: float = 0.01) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(step)
-    return pred()
 
 
 def _i32(value: int) -> bytes:
     return value.to_bytes(4, "little", signed=True)
-
-
-@pytest.fixture
-def dxl_sim():
-    sim = start_dynamixel_sim("tendon_3link", 1000.0)
-    yield sim
-    sim.stop()
 
 
 @pytest.fixture

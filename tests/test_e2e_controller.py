@@ -13,6 +13,7 @@ import time
 import numpy as np
 import pytest
 
+from conftest import wait_until
 from poise.api.bus import Command
 from poise.api.state import State
 from poise.controller.config import load_config
@@ -35,15 +36,6 @@ def controller(port: str, model: str, target=None, **keys) -> Controller:
     for k, v in keys.items():
         over[k.replace("__", ".")] = (v, "test")
     return Controller(load_config(EXAMPLES / f"{model}.toml", over))
-
-
-def wait_until(pred, timeout: float, step: float = 0.02) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(step)
-    return pred()
 
 
 def mean_tip(ctl: Controller, seconds: float = 0.3) -> np.ndarray:

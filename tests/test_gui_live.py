@@ -1,6 +1,9 @@
-"""The dashboard live: a real Qt application (offscreen) on a real MQTT broker, against the
-stand-in robot (:mod:`poise.gui.standin`) and against the real service (``poise run`` with the
-virtual device, in its own process). No mocks: what the operator sees is what these check."""
+"""The dashboard live: a real Qt application (offscreen) on a real MQTT broker, against the real
+service (the :class:`~poise.controller.Controller` with :func:`poise.telemetry.service.attach`,
+each robot in its own process): on the simulated robot in that process (``device.port =
+"inprocess"``) for the dashboard's own behaviour, and on the virtual device behind its pty
+(``"sim"``) for the drag-and-e-stop test. No mocks: what the operator sees is what these
+check."""
 
 from __future__ import annotations
 
@@ -24,7 +27,6 @@ from pytestqt.exceptions import TimeoutError as QtTimeout
 
 from poise.gui.app import application
 from poise.gui.client import MqttLink
-from poise.gui.standin import StandInService
 from poise.gui.window import DashboardWindow
 
 MOSQUITTO = shutil.which("mosquitto") or shutil.which("/usr/sbin/mosquitto")
@@ -95,18 +97,23 @@ def broker(tmp_path_factory):
 
 
 @pytest.fixture
-def robots(broker):
-    """``robots(model=...)`` starts a stand-in robot with a fresh id on the test broker."""
-    started: list[StandInService] = []
+def robots(broker, tmp_path):
+    """``robots(model=...)`` starts the real service (:data:`SERVICE`) on the simulated robot
+    in its process, with a fresh id, on the test broker; returns it once it runs."""
+    started: list[Service] = []
 
-    def start(model: str = "double_pendulum") -> StandInService:
-        service = StandInService(broker.url, f"gui-{uuid.uuid4().hex[:8]}", model=model).start()
+    def start(model: str = "double_pendulum") -> Service:
+        service = Service(broker.url, f"gui-{uuid.uuid4().hex[:8]}", tmp_path, model=model,
+                          port="inprocess", rate=200.0)
         started.append(service)
-        return service
+        return service.wait_running()
 
     yield start
+    retained = Retained(broker)
     for service in started:
         service.stop()
+        retained.forget(service.robot)
+    retained.clear()
 
 
 @pytest.fixture
@@ -128,6 +135,70 @@ def dashboard(qtbot, broker):
     yield open_
     for window in windows:
         window.close()
+
+
+#: The service as an operator runs it, in its own process: the Controller API on a device
+#: (``[device] port``) and its telemetry (:func:`poise.telemetry.service.attach`: the MQTT bridge).
+#: Unlike the timed ``poise run`` demo it stays up after an e-stop, so the latch and the refusals
+#: can be seen. Arguments: broker URL, robot id, model, device port, loop rate [Hz].
+SERVICE = """
+import sys
+from poise.controller import Controller, load_config
+from poise.telemetry.service import attach
+url, robot, model, port, rate = sys.argv[1:6]
+overrides = {"mqtt.url": (url, "test"), "mqtt.robot_id": (robot, "test"),
+             "model.name": (model, "test"), "device.port": (port, "test"),
+             "loop.rate": (float(rate), "test")}
+if model == "double_pendulum":
+    overrides["algorithm.target"] = ([0.5], "test")
+controller = Controller(load_config(None, overrides))
+telemetry = attach(controller, out=None)
+print("start:", controller.start("test start"), flush=True)
+try:
+    sys.stdin.read()  # until the test closes our stdin
+finally:
+    controller.close()
+    telemetry.stop()
+"""
+
+
+class Service:
+    """The real service (:data:`SERVICE`) for robot ``robot`` in its own process; its output
+    goes to ``<tmp>/<robot>.log``."""
+
+    def __init__(self, url: str, robot: str, tmp: pathlib.Path, *, model: str, port: str,
+                 rate: float) -> None:
+        self.robot = robot
+        self.log = tmp / f"{robot}.log"
+        with self.log.open("w") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", SERVICE, url, robot, model, port, str(rate)],
+                stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT)
+
+    def wait_running(self, timeout: float = 120.0) -> Service:
+        """Wait until the service says it started (a loaded machine may take long)."""
+        end = time.monotonic() + timeout
+        while "start:" not in self.log.read_text():
+            if self.proc.poll() is not None or time.monotonic() > end:
+                pytest.fail(f"the service did not start: {self.log.read_text()[-2000:]}")
+            time.sleep(0.1)
+        assert "accepted=True" in self.log.read_text(), self.log.read_text()[-2000:]
+        return self
+
+    def kill(self) -> None:
+        """Die without a word (SIGKILL): the broker publishes its last will, ``lost``."""
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        """Stop as an operator does (its retained state: ``offline``)."""
+        if self.proc.poll() is not None:
+            return
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.kill()
 
 
 #: How long a state the dashboard follows may take to show [ms]: generous for a busy machine
@@ -160,15 +231,15 @@ def test_every_command_shows_whether_it_was_accepted_or_why_refused(qtbot, robot
     robot = robots()
     window = dashboard(robot.robot)
     qtbot.waitUntil(lambda: samples(window) > 0, timeout=5000)
-    window.controls.mode.setCurrentText("fb")
+    window.controls.mode.setCurrentText("ff")  # the service runs "fb"
     window.controls.mode.activated.emit(window.controls.mode.currentIndex())
-    qtbot.waitUntil(lambda: len(window.answers) == 1, timeout=3000)
+    qtbot.waitUntil(lambda: len(window.answers) == 1, timeout=WAIT_MS)
     assert window.answers[0]["accepted"] and "accepted" in window.controls.answer.text()
-    window.controls.gains["gamma"].setValue(500.0)
+    window.controls.gains["gamma"].setValue(500.0)  # above the loop rate, 200 Hz
     qtbot.mouseClick(window.controls.apply_gains, _left())
-    qtbot.waitUntil(lambda: len(window.answers) == 2, timeout=3000)
+    qtbot.waitUntil(lambda: len(window.answers) == 2, timeout=WAIT_MS)
     assert not window.answers[1]["accepted"]
-    assert "gamma must be in (0, 100]" in window.controls.answer.text()
+    assert "gains.gamma = 500.0: must be in (0, 200] 1/s" in window.controls.answer.text()
     assert window.controls.log.count() >= 2
 
 
@@ -275,7 +346,7 @@ def test_without_robot_the_dashboard_follows_live_robots_never_stale_ones(qtbot,
         assert "running" in window.controls.state_label.text()
 
         # the followed robot goes (its last will: lost); with no live robot it stays on screen
-        first.stop(clear_retained=False)
+        first.kill()
         qtbot.waitUntil(lambda: window.robot_states.get(first.robot) == "lost", timeout=WAIT_MS)
         assert window.link.robot == first.robot
         # ... until a live robot appears
@@ -305,46 +376,14 @@ def _left():
 # --------------------------------------------------------------------- the real service
 
 
-#: The service as an operator runs it, in its own process: the Controller API with the virtual
-#: device (double pendulum, Algorithm 1, target 0.5) and the MQTT bridge. Unlike the timed
-#: ``poise run`` demo it stays up after an e-stop, so the latch and the refusals can be seen.
-SERVICE = """
-import sys, threading
-from poise.controller.config import load_config
-from poise.controller.loop import Controller
-from poise.telemetry.mqtt import MqttBridge, MqttConfig
-url, robot = sys.argv[1], sys.argv[2]
-config = load_config(None, {"mqtt.url": (url, "test"), "mqtt.robot_id": (robot, "test"),
-                            "algorithm.target": ([0.5], "test")})
-controller = Controller(config)
-bridge = MqttBridge(controller, controller.subscribe(), controller.events(),
-                    MqttConfig.from_settings(config.mqtt, url=url),
-                    params=lambda: controller.params.as_dict(),
-                    model=controller.model.describe(), device=config.device.port).start()
-print("start:", controller.start("test start"), flush=True)
-try:
-    sys.stdin.read()  # until the test closes our stdin
-finally:
-    controller.close()
-    bridge.stop()
-"""
-
-
 @pytest.fixture
 def service(broker, tmp_path):
-    """The real service on the test broker (see :data:`SERVICE`): ``(robot_id, log_path)``."""
-    robot = f"svc-{uuid.uuid4().hex[:8]}"
-    log = tmp_path / "service.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-c", SERVICE, broker.url, robot],
-                                stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT)
-    yield robot, log
-    proc.stdin.close()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(5)
+    """The real service on the virtual device (``poise device sim`` on a pty) on the test
+    broker: ``(robot_id, log_path)``."""
+    robot = Service(broker.url, f"svc-{uuid.uuid4().hex[:8]}", tmp_path, model="double_pendulum",
+                    port="sim", rate=500.0)
+    yield robot.robot, robot.log
+    robot.stop()
 
 
 def test_against_the_service_drag_moves_the_arm_and_estop_latches(qtbot, dashboard, service):

@@ -8,7 +8,8 @@ import pytest
 
 from poise.firmware_bridge import messages as m
 from poise.firmware_bridge.device import DeviceEndpoint, FaultInjection
-from poise.firmware_bridge.plant import ChannelSpec, Plant
+from poise.firmware_bridge.plant import Plant
+from poise.sim import SimChannel
 
 
 class LagPlant:
@@ -35,9 +36,9 @@ class LagPlant:
 
     def describe(self):
         lim = 0.03
-        return [ChannelSpec("theta1", "coordinate", "rad", -lim / self.r, lim / self.r),
-                ChannelSpec("theta2", "coordinate", "rad", -lim / self.r, lim / self.r),
-                ChannelSpec("tendon1", "actuator", "m", -lim, lim, "N", self.effort_limit),
+        return [SimChannel("theta1", "coordinate", "rad", -lim / self.r, lim / self.r),
+                SimChannel("theta2", "coordinate", "rad", -lim / self.r, lim / self.r),
+                SimChannel("tendon1", "actuator", "m", -lim, lim, "N", self.effort_limit),
                 {"name": "tendon2", "kind": "actuator", "unit": "m", "lower": -lim,
                  "upper": lim, "effort_unit": "N", "effort_limit": self.effort_limit}]
 

@@ -24,6 +24,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import wait_until
 from poise.api.bus import Command, CommandResponse, CycleSample
 from poise.api.state import State
 from poise.controller.config import ConfigError, load_config
@@ -81,15 +82,6 @@ def gone(pid: int | None) -> bool:
     except FileNotFoundError:
         return True
     return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
-
-
-def wait_until(pred, timeout: float, step: float = 0.02) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(step)
-    return bool(pred())
 
 
 def in_shm(name: str) -> bool:

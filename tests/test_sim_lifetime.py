@@ -14,9 +14,10 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
+
+from conftest import wait_for
 
 pytestmark = pytest.mark.skipif(not pathlib.Path("/proc/self/stat").exists(),
                                 reason="needs /proc to find child processes")
@@ -69,15 +70,6 @@ def sim_children(parent: int) -> list[int]:
 
     return [pid for pid in parents if below(pid) and running(pid)
             and "device" in cmdline(pid) and "sim" in cmdline(pid)]
-
-
-def wait_for(what: str, predicate, timeout: float) -> None:
-    """Poll ``predicate`` until it holds; fail naming ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(0.05)
 
 
 def link_of(pid: int) -> pathlib.Path:

@@ -3,13 +3,12 @@ compilation once a run is under way."""
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import wait_until
 from poise.api.bus import Command
 from poise.api.state import State
 from poise.controller.config import load_config
@@ -100,12 +99,3 @@ def test_no_kernel_compiles_once_a_run_is_under_way(example):
     finally:
         ctl.close()
     assert {k: (before.get(k), v) for k, v in after.items() if v != before.get(k)} == {}
-
-
-def wait_until(predicate, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True

@@ -106,6 +106,28 @@ def timed(call: Callable[[], Any]) -> tuple[Any, float, float]:
     return out, t1 - t0, time.thread_time() - c0
 
 
+def solve_each(model: Any, poses: np.ndarray, starts: np.ndarray | None, q_default: Any,
+               call: Callable[[int, np.ndarray, Any], Callable[[], Any]],
+               read: Callable[[Any], tuple[bool, int, int, np.ndarray]], tol: float,
+               progress: ProgressFn | None) -> tuple[np.ndarray, ...]:
+    """Time one solve per pose (``starts[i]``, or ``q_default``, as the initial guess):
+    ``call(i, T, q0)`` makes the solve (outside the timed region) and ``read(result)`` says
+    ``(success, iterations, restarts, q)``; a success counts when :func:`solved` agrees.
+    ``progress(1)`` after each solve. Returns ``times, cpu, success, iterations, restarts``
+    (per pose; [s] for the first two), the arguments of :func:`statistics` after the options."""
+    n = len(poses)
+    times, cpu, iterations, restarts_used = (np.empty(n) for _ in range(4))
+    success = np.zeros(n, dtype=bool)
+    for i, T in enumerate(poses):
+        solve_one = call(i, T, q_default if starts is None else starts[i])
+        out, times[i], cpu[i] = timed(solve_one)
+        ok, iterations[i], restarts_used[i], q = read(out)
+        success[i] = ok and solved(model, T, q, tol)
+        if progress is not None:
+            progress(1)
+    return times, cpu, success, iterations, restarts_used
+
+
 def run_method(model: Any, poses: np.ndarray, starts: np.ndarray | None, method: str, *,
                tol: float, restarts: int,
                progress: ProgressFn | None = None) -> dict[str, Any]:
@@ -113,21 +135,13 @@ def run_method(model: Any, poses: np.ndarray, starts: np.ndarray | None, method:
     JSON-ready dictionary. ``progress(1)`` is called after each solve, outside the timed
     region."""
     opts = BENCH_OPTIONS[method]
-    times = np.empty(len(poses))
-    cpu = np.empty(len(poses))
-    iterations = np.empty(len(poses))
-    restarts_used = np.empty(len(poses))
-    success = np.zeros(len(poses), dtype=bool)
-    for i, T in enumerate(poses):
-        q0 = None if starts is None else starts[i]
-        r, times[i], cpu[i] = timed(
-            lambda: solve(model, T, q0=q0, tol=tol, restarts=restarts, seed=i, **opts))  # noqa: B023
-        iterations[i] = r.iterations
-        restarts_used[i] = r.restarts
-        success[i] = r.success and solved(model, T, r.q, tol)
-        if progress is not None:
-            progress(1)
-    return statistics(method, opts, times, cpu, success, iterations, restarts_used)
+
+    def call(i: int, T: np.ndarray, q0: Any) -> Callable[[], Any]:
+        return lambda: solve(model, T, q0=q0, tol=tol, restarts=restarts, seed=i, **opts)
+
+    return statistics(method, opts, *solve_each(
+        model, poses, starts, None, call, lambda r: (r.success, r.iterations, r.restarts, r.q),
+        tol, progress))
 
 
 def warm_up(model: Any, methods: tuple[str, ...]) -> dict[str, float] | None:

@@ -77,7 +77,7 @@ def run(model: Any, poses: np.ndarray, starts: np.ndarray | None, *, tol: float,
     """Solve every pose with ``ik_LM`` (module docstring); a row of the benchmark report."""
     import roboticstoolbox
 
-    from poise.benchmarks.ik_panda import solved, statistics, timed
+    from poise.benchmarks.ik_panda import solve_each, statistics
 
     ets = ets_of(model)
     q_home = np.asarray(model.q_home, dtype=float)
@@ -85,20 +85,15 @@ def run(model: Any, poses: np.ndarray, starts: np.ndarray | None, *, tol: float,
     options = {"ilimit": ILIMIT, "slimit": restarts + 1, "tol": tol_e, "method": METHOD,
                "k": LAMBDA, "joint_limits": True}
     ets.ik_LM(poses[0], q0=q_home, **options)  # first call outside the timing
-    times = np.empty(len(poses))
-    cpu = np.empty(len(poses))
-    iterations = np.empty(len(poses))
-    restarts_used = np.empty(len(poses))
-    success = np.zeros(len(poses), dtype=bool)
-    for i, T in enumerate(poses):
-        q0 = q_home if starts is None else starts[i]
-        sol, times[i], cpu[i] = timed(lambda: ets.ik_LM(T, q0=q0, **options))  # noqa: B023
-        iterations[i] = sol.iterations
-        restarts_used[i] = sol.searches - 1
-        success[i] = bool(sol.success) and solved(model, T, np.asarray(sol.q), tol)
-        if progress is not None:
-            progress(1)
-    row = statistics("rtb", options, times, cpu, success, iterations, restarts_used)
+
+    def call(i: int, T: np.ndarray, q0: Any) -> Callable[[], Any]:
+        return lambda: ets.ik_LM(T, q0=q0, **options)
+
+    def read(sol: Any) -> tuple[bool, int, int, np.ndarray]:
+        return bool(sol.success), sol.iterations, sol.searches - 1, np.asarray(sol.q)
+
+    row = statistics("rtb", options, *solve_each(model, poses, starts, q_home, call, read, tol,
+                                                  progress))
     row["solver"] = (f"roboticstoolbox-python {roboticstoolbox.__version__} ETS.ik_LM (C++), "
                      f"tol_E = ½ tol² = {tol_e:.3g}, ilimit {ILIMIT}, slimit {restarts + 1}, "
                      f"method {METHOD!r}")

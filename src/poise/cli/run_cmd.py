@@ -70,9 +70,10 @@ def register(commands, groups) -> None:
         p.add_argument(flag, type=_gain, metavar="G|auto",
                        help=f"{what} [1/s], below the stability bound, or 'auto' (default: "
                        f"a fraction of the bound) (algorithm.{key})")
-    p.add_argument("--device", metavar="PORT|sim|dynamixel:PORT",
-                   help="serial port (poise protocol), 'sim' (the virtual device) or "
-                   "'dynamixel:PORT' (a Dynamixel servo bus) (device.port)")
+    p.add_argument("--device", metavar="PORT|sim|inprocess|dynamixel:PORT",
+                   help="serial port (poise protocol), 'sim' (the virtual device), "
+                   "'inprocess' (the simulated robot in the controller's process, real time) "
+                   "or 'dynamixel:PORT' (a Dynamixel servo bus) (device.port)")
     p.add_argument("--sensors", metavar="PORT",
                    help="a poise-protocol joint-sensor board measuring q, beside a "
                    "Dynamixel bus (device.sensors)")

@@ -6,6 +6,9 @@
 ============================  ==========================================================
 ``sim``                       the virtual device (``poise device sim``, its own process) on
                               a pty, poise wire protocol
+``inprocess``                 the same simulated robot in this process, kept in step with
+                              the wall clock and polled (:class:`~poise.devices.inprocess.
+                              RealTimeSimulatedDevice`): no pty, no second process
 ``/dev/ttyACM0``              a poise-protocol device (our firmware)
 ``dynamixel:/dev/ttyUSB0``    a Dynamixel servo bus (or ``protocol = "dynamixel"``); with
                               ``sensors = PORT`` (``--sensors``) a composite of the bus and
@@ -30,6 +33,8 @@ if TYPE_CHECKING:
     from poise.devices.dynamixel_config import ServoConfig
     from poise.devices.simdevice import SimDevice
 
+#: ``[device] port`` of the simulated robot in the controller's own process.
+INPROCESS = "inprocess"
 #: A joint-sensor board gets no setpoints: heartbeats keep its watchdog fed [s].
 SENSOR_HEARTBEAT = 0.05
 
@@ -78,6 +83,8 @@ def open_device(cfg: DeviceConfig, *, model: str, m: int, rate: float,
 
         servos = cfg.servos or default_servos(m, qa_min=qa_min, qa_max=qa_max)
         return _open_dynamixel(cfg, servos, on_fault=on_fault, reconnect=reconnect)
+    if cfg.port == INPROCESS:
+        return Opened(_inprocess(cfg, model=model, rate=rate), INPROCESS)
     if cfg.port == "sim":
         return _open_sim(launched or virtual_device(cfg, model=model, rate=rate, cpus=cpus),
                          on_fault=on_fault, reconnect=reconnect, baud=cfg.baud,
@@ -87,6 +94,16 @@ def open_device(cfg: DeviceConfig, *, model: str, m: int, rate: float,
     dev = WireDevice(cfg.port, baud=cfg.baud, timeout=cfg.timeout, on_fault=on_fault,
                      reconnect=reconnect)
     return Opened(dev, cfg.port)
+
+
+def _inprocess(cfg: DeviceConfig, *, model: str, rate: float) -> Device:
+    """The simulated robot (``cfg.sim_model`` or ``model``, its ``sim_params``) in this
+    process, in real time at ``rate`` Hz."""
+    from poise.devices.inprocess import RealTimeSimulatedDevice
+    from poise.sim import make_plant
+
+    return RealTimeSimulatedDevice(make_plant(cfg.sim_model or model, cfg.sim_params),
+                                   rate=rate)
 
 
 def virtual_device_spec(cfg: DeviceConfig, *, model: str, rate: float,
@@ -169,5 +186,5 @@ def _open_dynamixel(cfg: DeviceConfig, servos: Sequence[ServoConfig], *,
         raise
 
 
-__all__ = ["SENSOR_HEARTBEAT", "Opened", "early_device_spec", "open_device", "virtual_device",
-           "virtual_device_spec"]
+__all__ = ["INPROCESS", "SENSOR_HEARTBEAT", "Opened", "early_device_spec", "open_device",
+           "virtual_device", "virtual_device_spec"]

@@ -7,11 +7,15 @@ computes and writes runs as fast as the computer allows and gives the same resul
 busy machine (deterministic for a given seed). Times in the samples are simulated seconds.
 
 Tests and fast studies use it (:class:`poise.controller.simulate.SimulatedLoop`); the
-real-time service uses the same plant behind a pty (``poise device sim``).
+real-time service uses the same plant behind a pty (``poise device sim``), or in its own process
+as :class:`RealTimeSimulatedDevice` (``[device] port = "inprocess"``): the plant kept in step
+with the wall clock, polled at the loop's deadlines (what the dashboard's tests and demo run).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -113,8 +117,42 @@ class SimulatedDevice:
         return {"simulated_time_s": float(self.plant.time), "samples": self._seq}
 
 
+class RealTimeSimulatedDevice(SimulatedDevice):
+    """The plant in real time: a polled device whose every poll (:meth:`latest`, :meth:`read`)
+    first advances the plant, in whole periods, to the wall clock, and stamps the sample with
+    the host clock (``time.perf_counter``) as a serial device's reader thread does.
+
+    A controller paces it from its own clock (``polled``: host pacing). A poll after a long
+    pause advances at most :data:`MAX_CATCH_UP` [s] of plant time; the rest is skipped.
+    """
+
+    MAX_CATCH_UP = 0.1
+
+    def __init__(self, plant: Any, *, rate: float = 500.0,
+                 name: str = "sim (in process, real time)") -> None:
+        super().__init__(plant, rate=rate, name=name)
+        self._info = dataclasses.replace(self._info, rate_hz=0.0, polled=True)
+        self._wall = time.perf_counter()  # the wall-clock time the plant has reached [s]
+
+    def read(self, timeout: float | None = None) -> Sample:
+        """The sensors now (a poll: the plant is first brought up to the wall clock)."""
+        return self.latest()
+
+    def latest(self) -> Sample:
+        """Advance the plant to the wall clock and return its sensors (host-clock time)."""
+        now = time.perf_counter()
+        steps = round((now - self._wall) / self.period)
+        if steps * self.period > self.MAX_CATCH_UP:  # a long pause: skip, don't race
+            steps = round(self.MAX_CATCH_UP / self.period)
+            self._wall = now - steps * self.period
+        for _ in range(max(steps, 0)):
+            self.plant.step(self.period)
+        self._wall += max(steps, 0) * self.period
+        return super().latest()._replace(host_time=now)
+
+
 def _get(channel: Any, key: str) -> Any:
     return channel[key] if isinstance(channel, dict) else getattr(channel, key)
 
 
-__all__ = ["SimulatedDevice"]
+__all__ = ["RealTimeSimulatedDevice", "SimulatedDevice"]

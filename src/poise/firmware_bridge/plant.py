@@ -4,8 +4,9 @@ The device endpoint (:mod:`poise.firmware_bridge.device`) owns the link and the 
 *plant* owns the physics (or the motor drivers). Any object with the methods and attributes of
 :class:`Plant` works; it is a structural protocol, so ``poise.sim`` (lower in the dependency order)
 implements it **without importing this module**. Channel descriptions are likewise structural:
-any object with the attributes of :class:`ChannelLike` (a frozen dataclass is ideal), or a mapping
-with those keys.
+any object with the attributes of :class:`ChannelLike` (e.g. the frozen dataclass
+:class:`poise.sim.SimChannel`, which hardware drivers and tests may use too), or a mapping with
+those keys.
 
 Conventions (what the endpoint relies on):
 
@@ -22,7 +23,6 @@ Conventions (what the endpoint relies on):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
 from poise.firmware_bridge import messages as m
@@ -106,19 +106,6 @@ class Plant(Protocol):
         * ``status``: plant-defined bits 0 … 15, sent in bits 16 … 31 of the sensor status word.
         """
         ...
-
-
-@dataclass(frozen=True, slots=True)
-class ChannelSpec:
-    """A concrete :class:`ChannelLike` (for hardware drivers and tests)."""
-
-    name: str
-    kind: str
-    unit: str
-    lower: float
-    upper: float
-    effort_unit: str = ""
-    effort_limit: float = 0.0
 
 
 def channel_messages(plant: Plant) -> list[m.Channel]:

@@ -10,7 +10,6 @@ Modules, one idea each:
   :mod:`~poise.gui.controls` — the panels;
 * :mod:`~poise.gui.window` — :class:`~poise.gui.window.DashboardWindow`, the ~30 Hz frame;
 * :mod:`~poise.gui.app` — :func:`~poise.gui.app.run` (``poise dashboard``);
-* :mod:`~poise.gui.standin` — a stand-in robot service that speaks the topic contract;
 * :mod:`~poise.gui.bench` — the frame-time benchmark (``poise bench dashboard``).
 
 Importing this package loads no Qt; the submodules do (binding: PySide6).

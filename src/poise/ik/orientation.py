@@ -19,6 +19,10 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from poise.ik.result import FloatArray, InvalidInputError
+from poise.kernels.dh_ik import quaternion as _compiled_quaternion
+
+#: Shepperd's method, interpreted (the Python source of the compiled kernel).
+_shepperd = _compiled_quaternion.py_func
 
 
 def quat_from_matrix(R: ArrayLike) -> FloatArray:
@@ -28,25 +32,13 @@ def quat_from_matrix(R: ArrayLike) -> FloatArray:
 
 
 def _quat_from_rows(r: list[float]) -> tuple[float, float, float, float]:
-    """Shepperd's method on a row-major rotation (9 floats); result has ``w ≥ 0``."""
-    r00, r01, r02, r10, r11, r12, r20, r21, r22 = r[:9]
-    tr = r00 + r11 + r22
-    if tr > 0.0:
-        s = 2.0 * math.sqrt(1.0 + tr)
-        w, x, y, z = 0.25 * s, (r21 - r12) / s, (r02 - r20) / s, (r10 - r01) / s
-    elif r00 >= r11 and r00 >= r22:
-        s = 2.0 * math.sqrt(1.0 + r00 - r11 - r22)
-        w, x, y, z = (r21 - r12) / s, 0.25 * s, (r01 + r10) / s, (r02 + r20) / s
-    elif r11 >= r22:
-        s = 2.0 * math.sqrt(1.0 + r11 - r00 - r22)
-        w, x, y, z = (r02 - r20) / s, (r01 + r10) / s, 0.25 * s, (r12 + r21) / s
-    else:
-        s = 2.0 * math.sqrt(1.0 + r22 - r00 - r11)
-        w, x, y, z = (r10 - r01) / s, (r02 + r20) / s, (r12 + r21) / s, 0.25 * s
-    if w < 0.0:
-        w, x, y, z = -w, -x, -y, -z
-    norm = math.sqrt(w * w + x * x + y * y + z * z)
-    return w / norm, x / norm, y / norm, z / norm
+    """Shepperd's method on a row-major rotation (9 floats); result has ``w ≥ 0``.
+
+    The one implementation of the arithmetic is the kernel :func:`poise.kernels.dh_ik.quaternion`;
+    the reference runs its Python source (``py_func``: nothing is compiled on this path), so the
+    reference and the compiled solver agree to the last bit by construction.
+    """
+    return _shepperd(*r[:9])
 
 
 def matrix_from_quat(quat: ArrayLike) -> FloatArray:

@@ -64,8 +64,10 @@ _OFF_TOL = 1e-14
 @njit(cache=True)
 def quaternion(r00: float, r01: float, r02: float, r10: float, r11: float, r12: float,
                r20: float, r21: float, r22: float) -> tuple[float, float, float, float]:
-    """Unit quaternion ``(w, x, y, z)``, ``w ≥ 0``, of a rotation matrix by Shepperd's method:
-    the arithmetic of :func:`poise.ik.orientation.quat_from_matrix`, to the last bit."""
+    """Unit quaternion ``(w, x, y, z)``, ``w ≥ 0``, of a rotation matrix by Shepperd's method.
+
+    The one implementation: :func:`poise.ik.orientation.quat_from_matrix` (the reference) runs
+    this function's Python source (``quaternion.py_func``)."""
     tr = r00 + r11 + r22
     if tr > 0.0:
         s = 2.0 * math.sqrt(1.0 + tr)

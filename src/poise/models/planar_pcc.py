@@ -23,7 +23,6 @@ statics and dynamics are consistent. Elastic energy ``½ Σ k_i (θ_i − θ_res
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,11 +30,10 @@ from typing import Any
 
 import numpy as np
 
+from poise.models import planar
 from poise.models.base import FloatArray
-from poise.models.registry import Fields, actuation_matrix, limit_list, limits
 from poise.models.spec import (
     ACTUATION_KEYS,
-    DIRECTIONS,
     PLANAR_KEYS,
     Key,
     common_keys,
@@ -107,37 +105,23 @@ _SERIES_COEFFS = _series_coefficients()
 
 
 @dataclass(frozen=True)
-class Segment:
-    """One constant-curvature segment."""
+class Segment(planar.PlanarJoint):
+    """One constant-curvature segment (its bending stiffness, rest angle, damping and limits:
+    :class:`~poise.models.planar.PlanarJoint`)."""
 
     length: float  # [m]
     mass: float  # [kg]
-    stiffness: float  # [N·m/rad]
-    rest: float  # [rad]
-    damping: float  # [N·m·s/rad]
-    q_min: float  # [rad]
-    q_max: float  # [rad]
 
 
 @dataclass(frozen=True)
-class PCCSpec:
+class PCCSpec(planar.PlanarSpec):
     """Everything a model file says about a planar PCC arm (validated)."""
 
-    name: str
-    description: str
-    aliases: tuple[str, ...]
-    gravity: float
-    base: tuple[float, float]
-    zero_direction: str | float
     points_per_segment: int
     segments: tuple[Segment, ...]
-    m: int
-    C: FloatArray
-    qa_min: FloatArray
-    qa_max: FloatArray
 
 
-class PlanarPCC:
+class PlanarPCC(planar.PlanarModel):
     """Planar piecewise-constant-curvature arm with tendons, bending springs and gravity.
 
     Task: the tip position ``(x, y)`` [m]. See the module docstring for the equations.
@@ -148,30 +132,17 @@ class PlanarPCC:
     task_dim = 2
     task_name = "tip_xy"
 
+    spec: PCCSpec
+
     def __init__(self, spec: PCCSpec) -> None:
-        self.spec = spec
         segs = spec.segments
-        n = len(segs)
+        self._init_planar(spec, segs)
+        n = self.n
         P = spec.points_per_segment
-        self.name = spec.name
-        self.n = n
-        self.m = spec.m
-        self.gravity = spec.gravity
-        self.C = spec.C.copy()
-        self.C_inv = np.linalg.inv(self.C)
-        self.qa_min = spec.qa_min.copy()
-        self.qa_max = spec.qa_max.copy()
-        self.q_min = np.array([s.q_min for s in segs])
-        self.q_max = np.array([s.q_max for s in segs])
-        self.damping = np.array([s.damping for s in segs])
-        self.stiffness = np.array([s.stiffness for s in segs])
-        self.q_rest = np.array([s.rest for s in segs])
         self.lengths = np.array([s.length for s in segs])
         #: Farthest any point can be from the origin [m] (base offset + every segment).
         self.reach = float(np.hypot(*spec.base) + self.lengths.sum())
         self.base = complex(*spec.base)
-        self.base_angle = spec.zero_direction if isinstance(spec.zero_direction, float) \
-            else DIRECTIONS[spec.zero_direction]
         self.masses = np.repeat([s.mass / P for s in segs], P)
         self.total_mass = float(self.masses.sum())
         self.strict_lower = np.tril(np.ones((n, n)), -1)  # [k, j] = 1 if j < k
@@ -375,69 +346,30 @@ class PlanarPCC:
 
     # ------------------------------------------------------------------ description
 
-    def with_gravity(self, g: float) -> PlanarPCC:
-        """The same arm under gravity magnitude ``g`` [m/s²]."""
-        return PlanarPCC(dataclasses.replace(self.spec, gravity=float(g)))
-
     def describe(self) -> dict[str, Any]:
         """All parameters in the file schema (reloads to an identical model)."""
         sp = self.spec
-        segments = []
-        for s in sp.segments:
-            d: dict[str, Any] = {"length": s.length, "mass": s.mass, "stiffness": s.stiffness,
-                                 "rest": s.rest, "damping": s.damping}
-            if math.isfinite(s.q_min):
-                d["q_min"] = s.q_min
-            if math.isfinite(s.q_max):
-                d["q_max"] = s.q_max
-            segments.append(d)
-        return {
-            "family": self.family,
-            "name": sp.name,
-            "description": sp.description,
-            "aliases": list(sp.aliases),
-            "gravity": sp.gravity,
-            "base": list(sp.base),
-            "zero_direction": sp.zero_direction,
-            "mass_points_per_segment": sp.points_per_segment,
-            "segments": segments,
-            "actuation": {"m": sp.m, "C": sp.C.tolist(), "qa_min": limit_list(sp.qa_min),
-                          "qa_max": limit_list(sp.qa_max)},
-            "task": {"kind": "tip_xy"},
-        }
+        segments = [{"length": s.length, "mass": s.mass, **planar.describe_joint(s)}
+                    for s in sp.segments]
+        return self._describe_planar({"mass_points_per_segment": sp.points_per_segment,
+                                      "segments": segments}, {"kind": "tip_xy"})
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], source: str = "<dict>") -> PlanarPCC:
         """Validate a description (file schema, see docs/models.md) and build the model."""
-        top = Fields(data, source, keys=KEYS)
-        top.check_keys()
-        name = top.get("name")
-        zero_direction = top.get("zero_direction")
-        base = top.get("base")
+        top, header = planar.read_header(data, source, KEYS)
         points = top.get("mass_points_per_segment")
         segments = []
         for f in top.get("segments"):
             f.check_keys()
-            q_lo, q_hi = f.get("q_min"), f.get("q_max")
-            if q_lo > q_hi:
-                raise f.error("q_max", q_hi, f"must be >= q_min = {q_lo}")
-            segments.append(Segment(
-                length=f.get("length"), mass=f.get("mass"), stiffness=f.get("stiffness"),
-                rest=f.get("rest"), damping=f.get("damping"), q_min=q_lo, q_max=q_hi))
-        act = top.get("actuation")
-        act.check_keys()
-        m, C, _ = actuation_matrix(act, len(segments))
-        qa_min, qa_max = limits(act, "qa_min", "qa_max", m)
+            joint = planar.read_joint(f)
+            segments.append(Segment(length=f.get("length"), mass=f.get("mass"), **joint))
+        actuation = planar.read_actuation(top, len(segments))
         task = top.get("task")
         task.check_keys()
         task.get("kind")
-        spec = PCCSpec(
-            name=name, description=top.get("description"),
-            aliases=tuple(top.get("aliases")),
-            gravity=top.get("gravity"), base=(float(base[0]), float(base[1])),
-            zero_direction=zero_direction, points_per_segment=points, segments=tuple(segments),
-            m=m, C=C, qa_min=qa_min, qa_max=qa_max)
-        return cls(spec)
+        return cls(PCCSpec(**header, **actuation, points_per_segment=points,
+                           segments=tuple(segments)))
 
     def __repr__(self) -> str:
         return f"PlanarPCC({self.name!r}, n={self.n}, m={self.m})"

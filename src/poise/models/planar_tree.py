@@ -22,16 +22,15 @@ Elastic joints: ``U_e = ½ (q − q_rest)ᵀ K (q − q_rest)``. Gravity acts al
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from poise.models import planar
 from poise.models.base import FloatArray
-from poise.models.registry import Fields, ModelError, actuation_matrix, limit_list, limits
+from poise.models.registry import ModelError
 from poise.models.spec import (
     ACTUATION_KEYS,
     DIRECTIONS,  # named zero directions (angle from +x, counter-clockwise) [rad]
@@ -84,8 +83,9 @@ KEYS: dict[str, Key] = {
 
 
 @dataclass(frozen=True)
-class Body:
-    """One rigid rod and the joint that connects it to its parent."""
+class Body(planar.PlanarJoint):
+    """One rigid rod and the joint that connects it to its parent (stiffness, rest, damping
+    and limits of the joint: :class:`~poise.models.planar.PlanarJoint`)."""
 
     name: str
     parent: int  # index of the parent body, −1 for the base
@@ -96,33 +96,18 @@ class Body:
     inertia: float  # [kg·m²] about the centre of mass
     sign: int  # +1: q counter-clockwise, −1: clockwise
     offset: float  # [rad] added to the angle (e.g. π for a rod hanging down at q = 0)
-    stiffness: float  # [N·m/rad]
-    rest: float  # [rad]
-    damping: float  # [N·m·s/rad]
-    q_min: float  # [rad]
-    q_max: float  # [rad]
 
 
 @dataclass(frozen=True)
-class TreeSpec:
+class TreeSpec(planar.PlanarSpec):
     """Everything a model file says about a planar tree (validated)."""
 
-    name: str
-    description: str
-    aliases: tuple[str, ...]
-    gravity: float
-    base: tuple[float, float]
-    zero_direction: str | float
     bodies: tuple[Body, ...]
-    m: int
-    C: FloatArray
-    qa_min: FloatArray
-    qa_max: FloatArray
     task_kind: str
     task_body: int
 
 
-class PlanarTree:
+class PlanarTree(planar.PlanarModel):
     """A planar tree of rigid rods with revolute joints, springs, dampers and gravity.
 
     Build one with :meth:`from_dict` (or :func:`poise.models.load_model`); see the module
@@ -132,30 +117,17 @@ class PlanarTree:
     family = "planar_tree"
     task_kind = "position"
 
+    spec: TreeSpec
+
     def __init__(self, spec: TreeSpec) -> None:
-        self.spec = spec
         bodies = spec.bodies
-        n = len(bodies)
-        self.name = spec.name
-        self.n = n
-        self.m = spec.m
-        self.gravity = spec.gravity
-        self.C = spec.C.copy()
-        self.C_inv = np.linalg.inv(self.C)
-        self.qa_min = spec.qa_min.copy()
-        self.qa_max = spec.qa_max.copy()
-        self.q_min = np.array([b.q_min for b in bodies])
-        self.q_max = np.array([b.q_max for b in bodies])
-        self.damping = np.array([b.damping for b in bodies])
-        self.stiffness = np.array([b.stiffness for b in bodies])
-        self.q_rest = np.array([b.rest for b in bodies])
+        self._init_planar(spec, bodies)
+        n = self.n
         self.masses = np.array([b.mass for b in bodies])
         self.inertias = np.array([b.inertia for b in bodies])
         self.base = np.array(spec.base, dtype=float)
         #: Farthest any point can be from the origin [m] (base offset + every rod).
         self.reach = float(np.hypot(*self.base) + sum(b.length for b in bodies))
-        base_angle = spec.zero_direction if isinstance(spec.zero_direction, float) \
-            else DIRECTIONS[spec.zero_direction]
 
         S = np.zeros((n, n))
         psi0 = np.zeros(n)
@@ -167,7 +139,7 @@ class PlanarTree:
                 start[i] = start[b.parent]
                 start[i, b.parent] += b.attach
             else:
-                psi0[i] = base_angle
+                psi0[i] = self.base_angle
             S[i, i] += b.sign
             psi0[i] += b.offset
         eye = np.eye(n)
@@ -287,52 +259,24 @@ class PlanarTree:
 
     # ------------------------------------------------------------------ description
 
-    def with_gravity(self, g: float) -> PlanarTree:
-        """The same robot under gravity magnitude ``g`` [m/s²]."""
-        return PlanarTree(dataclasses.replace(self.spec, gravity=float(g)))
-
     def describe(self) -> dict[str, Any]:
         """All parameters in the file schema (reloads to an identical model)."""
         sp = self.spec
-        bodies = []
-        for b in sp.bodies:
-            d: dict[str, Any] = {
-                "name": b.name,
-                "parent": "base" if b.parent < 0 else sp.bodies[b.parent].name,
-                "attach": b.attach, "length": b.length, "mass": b.mass, "com": b.com,
-                "inertia": b.inertia, "sign": b.sign, "offset": b.offset,
-                "stiffness": b.stiffness, "rest": b.rest, "damping": b.damping,
-            }
-            if math.isfinite(b.q_min):
-                d["q_min"] = b.q_min
-            if math.isfinite(b.q_max):
-                d["q_max"] = b.q_max
-            bodies.append(d)
+        bodies = [{"name": b.name,
+                   "parent": "base" if b.parent < 0 else sp.bodies[b.parent].name,
+                   "attach": b.attach, "length": b.length, "mass": b.mass, "com": b.com,
+                   "inertia": b.inertia, "sign": b.sign, "offset": b.offset,
+                   **planar.describe_joint(b)}
+                  for b in sp.bodies]
         task: dict[str, Any] = {"kind": sp.task_kind}
         if sp.task_kind != "com_xy":
             task["body"] = sp.bodies[sp.task_body].name
-        return {
-            "family": self.family,
-            "name": sp.name,
-            "description": sp.description,
-            "aliases": list(sp.aliases),
-            "gravity": sp.gravity,
-            "base": list(sp.base),
-            "zero_direction": sp.zero_direction,
-            "bodies": bodies,
-            "actuation": {"m": sp.m, "C": sp.C.tolist(), "qa_min": limit_list(sp.qa_min),
-                          "qa_max": limit_list(sp.qa_max)},
-            "task": task,
-        }
+        return self._describe_planar({"bodies": bodies}, task)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], source: str = "<dict>") -> PlanarTree:
         """Validate a description (file schema, see docs/models.md) and build the model."""
-        top = Fields(data, source, keys=KEYS)
-        top.check_keys()
-        name = top.get("name")
-        zero_direction = top.get("zero_direction")
-        base = top.get("base")
+        top, header = planar.read_header(data, source, KEYS)
         bodies: list[Body] = []
         names: dict[str, int] = {}
         for i, f in enumerate(top.get("bodies")):
@@ -348,37 +292,24 @@ class PlanarTree:
             length = f.get("length")
             mass = f.get("mass")
             com = f.get("com", length / 2)
-            q_lo, q_hi = f.get("q_min"), f.get("q_max")
-            if q_lo > q_hi:
-                raise f.error("q_max", q_hi, f"must be >= q_min = {q_lo}")
+            joint = planar.read_joint(f)
             bodies.append(Body(
                 name=bname, parent=parent,
                 attach=f.get("attach", 0.0 if parent < 0 else bodies[parent].length),
                 length=length, mass=mass, com=com,
                 inertia=f.get("inertia", mass * length**2 / 12),
-                sign=f.get("sign"), offset=f.get("offset"),
-                stiffness=f.get("stiffness"), rest=f.get("rest"),
-                damping=f.get("damping"), q_min=q_lo, q_max=q_hi,
+                sign=f.get("sign"), offset=f.get("offset"), **joint,
             ))
             names[bname] = i
-        n = len(bodies)
-        act = top.get("actuation")
-        act.check_keys()
-        m, C, _ = actuation_matrix(act, n)
-        qa_min, qa_max = limits(act, "qa_min", "qa_max", m)
+        actuation = planar.read_actuation(top, len(bodies))
         task = top.get("task")
         task.check_keys()
         kind = task.get("kind")
         body_name = task.get("body", bodies[-1].name)
         if body_name not in names:
             raise task.error("body", body_name, f"must be one of {', '.join(names)}")
-        aliases = top.get("aliases")
-        spec = TreeSpec(
-            name=name, description=top.get("description"), aliases=tuple(aliases),
-            gravity=top.get("gravity"), base=(float(base[0]), float(base[1])),
-            zero_direction=zero_direction, bodies=tuple(bodies), m=m, C=C,
-            qa_min=qa_min, qa_max=qa_max, task_kind=kind, task_body=names[body_name],
-        )
+        spec = TreeSpec(**header, **actuation, bodies=tuple(bodies), task_kind=kind,
+                        task_body=names[body_name])
         if kind == "com_xy" and "body" in task.data:
             raise task.error("body", body_name, "not used by kind = 'com_xy'; remove it")
         return cls(spec)

@@ -45,7 +45,8 @@ UNLIMITED = 1e9
 
 @dataclass(frozen=True, slots=True)
 class SimChannel:
-    """One channel (the ``ChannelLike`` shape of :mod:`poise.firmware_bridge.plant`)."""
+    """One channel (the ``ChannelLike`` shape of :mod:`poise.firmware_bridge.plant`): the one
+    concrete channel description, for the simulator, hardware drivers and tests alike."""
 
     name: str
     kind: str

@@ -40,6 +40,7 @@ from poise.api.topics import Topics
 from poise.telemetry.broker import EmbeddedBroker, wait_listening
 from poise.telemetry.mqtt import MqttConfig
 from poise.telemetry.mqtt_client import mqtt_client
+from poise.telemetry.stress_client import in_process_of_its_own
 
 #: Mosquitto's address on the development machines.
 MOSQUITTO = ("127.0.0.1", 1883)
@@ -175,13 +176,9 @@ async def _publish_round(url: str, robot_id: str, commands: list[tuple[str, Any,
 
 def publish_round(url: str, robot_id: str, commands: list[tuple[str, Any, str]],
                   estop_id: str | None, timeout: float = 120) -> dict[str, Any]:
-    """:func:`_publish_round` in a process of its own (an operator's client elsewhere, not a
-    thread competing with the service for the GIL); CLOCK_MONOTONIC is machine-wide."""
-    job = json.dumps({"url": url, "robot_id": robot_id, "commands": commands,
-                      "estop_id": estop_id, "timeout": timeout})
-    out = subprocess.run([sys.executable, "-m", "poise.telemetry.stress"], input=job,
-                         capture_output=True, text=True, timeout=timeout + 60, check=True)
-    return json.loads(out.stdout)
+    """:func:`_publish_round` in a process of its own (:mod:`poise.telemetry.stress_client`)."""
+    return in_process_of_its_own("round", timeout, url=url, robot_id=robot_id,
+                                 commands=commands, estop_id=estop_id)
 
 
 def _targets(n: int, rng: random.Random, tag: str) -> list[tuple[str, Any, str]]:
@@ -495,10 +492,3 @@ def table(r: dict[str, Any]) -> str:
 
 __all__ = ["Service", "command_flood", "estop_under_flood", "interpreter_startup_interrupt",
            "percentiles", "run", "sigkill_orphans", "signal_storm", "table"]
-
-
-if __name__ == "__main__":  # the publisher process of publish_round: a JSON job on stdin
-    _job = json.load(sys.stdin)
-    _cmds = [tuple(c) for c in _job["commands"]]
-    print(json.dumps(asyncio.run(_publish_round(_job["url"], _job["robot_id"], _cmds,
-                                                _job["estop_id"], _job["timeout"]))))

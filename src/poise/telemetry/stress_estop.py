@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import json
 import random
-import subprocess
 import sys
 import tempfile
 import threading
@@ -31,6 +30,7 @@ from poise.api.topics import Topics
 from poise.telemetry.mqtt import MqttConfig
 from poise.telemetry.mqtt_client import mqtt_client
 from poise.telemetry.stress import Service, percentiles
+from poise.telemetry.stress_client import in_process_of_its_own
 
 #: Goal of the ``$state`` latency after an e-stop (p99) [ms].
 STATE_GOAL_MS = 50.0
@@ -123,13 +123,6 @@ async def _retained(url: str, robot_id: str, commands: list[list[Any]],
     return {"answers": answers}
 
 
-def _in_process_of_its_own(job: dict[str, Any], timeout: float) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, "-m", "poise.telemetry.stress_estop"],
-                         input=json.dumps(job), capture_output=True, text=True,
-                         timeout=timeout + 60, check=True)
-    return json.loads(out.stdout)
-
-
 def _latched_at(events: list[Any]) -> float | None:
     """The monotonic time of the first ``estop`` state event."""
     return next((ev.t for ev in events if ev.kind == "state" and
@@ -170,9 +163,8 @@ def estop_behind_commands(url: str, rounds: int = 100, flood: int = 2000, seed: 
                     for i in range(flood)]
                 commands += [["clear", None, f"u{r}-clear"], ["run", "start", f"u{r}-start"]]
                 estop_id = f"u{r}-estop"
-                got = _in_process_of_its_own(
-                    {"kind": "estop", "url": url, "robot_id": svc.robot_id,
-                     "commands": commands, "estop_id": estop_id, "timeout": 120.0}, 120.0)
+                got = in_process_of_its_own("estop", 120.0, url=url, robot_id=svc.robot_id,
+                                            commands=commands, estop_id=estop_id)
                 time.sleep(0.5)  # anything still applied would show now
                 ids = {c for _, _, c in commands}
                 events = svc.events.drain()
@@ -206,9 +198,8 @@ def retained_live(url: str, commands: int = 20, priority: int | None = None
         try:
             svc.telemetry.bridge.wait_connected(10)  # type: ignore[union-attr]
             svc.ensure_running()
-            got = _in_process_of_its_own({"kind": "retained", "url": url,
-                                          "robot_id": svc.robot_id, "commands": cmds,
-                                          "timeout": 60.0}, 60.0)
+            got = in_process_of_its_own("retained", 60.0, url=url, robot_id=svc.robot_id,
+                                        commands=cmds)
         finally:
             svc.close()
     answers = got["answers"]
@@ -240,14 +231,3 @@ def table_lines(r: dict[str, Any]) -> list[str]:
 
 
 __all__ = ["STATE_GOAL_MS", "estop_behind_commands", "retained_live", "table_lines"]
-
-
-if __name__ == "__main__":  # the publisher process: a JSON job on stdin
-    _job = json.load(sys.stdin)
-    if _job["kind"] == "estop":
-        _out = asyncio.run(_one_connection(_job["url"], _job["robot_id"], _job["commands"],
-                                           _job["estop_id"], _job["timeout"]))
-    else:
-        _out = asyncio.run(_retained(_job["url"], _job["robot_id"], _job["commands"],
-                                     _job["timeout"]))
-    print(json.dumps(_out))
