@@ -4,6 +4,7 @@ with a signature that accepts every call the Protocol allows."""
 from __future__ import annotations
 
 import inspect
+from typing import Generic, Protocol
 
 import pytest
 
@@ -23,12 +24,17 @@ EXPECTED = {
 
 
 def members() -> dict[str, object]:
-    """The Protocol's members as declared: methods and properties (class attributes), and
-    data attributes (annotations)."""
-    own = {name: value for name, value in vars(ControllerAPI).items()
-           if not name.startswith("_") or name in ("__enter__", "__exit__")}
-    out = {n: v for n, v in own.items() if callable(v) or isinstance(v, property)}
-    out.update(dict.fromkeys(ControllerAPI.__annotations__, None))
+    """The Protocol's members as declared (its own and its base Protocols'): methods and
+    properties (class attributes; a data attribute: None)."""
+    out: dict[str, object] = {}
+    for cls in ControllerAPI.__mro__:
+        if cls in (Protocol, Generic, object):
+            continue
+        for name, value in vars(cls).items():
+            if (not name.startswith("_") or name in ("__enter__", "__exit__")) and \
+                    (callable(value) or isinstance(value, property)):
+                out.setdefault(name, value)
+        out.update(dict.fromkeys(vars(cls).get("__annotations__", {}), None))
     return out
 
 

@@ -23,22 +23,9 @@ if TYPE_CHECKING:  # annotations only: loading them costs a controller's user Sc
     from poise.motion.params import LiveParams
 
 
-@runtime_checkable
-class ControllerAPI(Protocol):
-    """A controller as its users see it (see the module docstring).
-
-    Commands are answered with a :class:`CommandResponse`, never an exception; ``post``
-    never blocks. ``state``, ``reason``, ``params``, ``estops``, ``target_status`` and
-    ``target_note`` cost no round trip.
-    """
-
-    #: The validated configuration.
-    config: Config
-    #: The model as configured (calibration applied) and the model itself.
-    model_info: ControllerModel
-    model: MechanicalModel
-    #: The robot's reach [m], if the model knows it.
-    reach: float | None
+class ControllerView(Protocol):
+    """What observers read: the state and live parameters (no round trip), the cycle records
+    and events as they come, the timing and summary."""
 
     @property
     def state(self) -> State:
@@ -74,6 +61,44 @@ class ControllerAPI(Protocol):
         """Block until the state is one of ``states``; False on timeout [s]."""
         ...
 
+    def subscribe(self, maxlen: int = 10_000) -> SampleQueue[CycleSample]:
+        """A new bounded queue of every cycle record (drop-oldest)."""
+        ...
+
+    def events(self, maxlen: int = 10_000, history: bool = True) -> SampleQueue[Event]:
+        """A new bounded queue of every event (the past ones first when ``history``)."""
+        ...
+
+    def unsubscribe(self, queue: SampleQueue[Any]) -> None:
+        """Stop feeding ``queue``."""
+        ...
+
+    def history(self) -> list[Event]:
+        """The last events."""
+        ...
+
+    def announce(self, kind: str, **data: Any) -> Event:
+        """Publish an event from outside the control loop."""
+        ...
+
+    def timing(self) -> dict[str, Any]:
+        """Timing percentiles [µs] and counters of the cycles so far."""
+        ...
+
+    def summary(self) -> dict[str, Any]:
+        """The run so far (JSON-ready)."""
+        ...
+
+    def final_summary(self) -> dict[str, Any]:
+        """The state the run ended in."""
+        ...
+
+
+class ControllerCommands(Protocol):
+    """What commanders call: every command is answered with a :class:`CommandResponse`,
+    never an exception; ``post`` never blocks; ``estop`` goes ahead of every waiting
+    command."""
+
     def connect(self) -> CommandResponse:
         """idle → ready: open the device."""
         ...
@@ -106,40 +131,22 @@ class ControllerAPI(Protocol):
         """Hand over ``command`` without waiting; ``reply`` gets its one answer."""
         ...
 
-    def subscribe(self, maxlen: int = 10_000) -> SampleQueue[CycleSample]:
-        """A new bounded queue of every cycle record (drop-oldest)."""
-        ...
 
-    def events(self, maxlen: int = 10_000, history: bool = True) -> SampleQueue[Event]:
-        """A new bounded queue of every event (the past ones first when ``history``)."""
-        ...
+@runtime_checkable
+class ControllerAPI(ControllerView, ControllerCommands, Protocol):
+    """A controller as its users see it (see the module docstring): its configuration and
+    model, :class:`ControllerView`, :class:`ControllerCommands`, and its lifetime."""
 
-    def unsubscribe(self, queue: SampleQueue[Any]) -> None:
-        """Stop feeding ``queue``."""
-        ...
-
-    def history(self) -> list[Event]:
-        """The last events."""
-        ...
-
-    def announce(self, kind: str, **data: Any) -> Event:
-        """Publish an event from outside the control loop."""
-        ...
-
-    def timing(self) -> dict[str, Any]:
-        """Timing percentiles [µs] and counters of the cycles so far."""
-        ...
+    #: The validated configuration.
+    config: Config
+    #: The model as configured (calibration applied) and the model itself.
+    model_info: ControllerModel
+    model: MechanicalModel
+    #: The robot's reach [m], if the model knows it.
+    reach: float | None
 
     def reset_timing(self) -> None:
-        """Start the timing statistics afresh."""
-        ...
-
-    def summary(self) -> dict[str, Any]:
-        """The run so far (JSON-ready)."""
-        ...
-
-    def final_summary(self) -> dict[str, Any]:
-        """The state the run ended in."""
+        """Start the timing statistics afresh (a benchmark's measured window)."""
         ...
 
     def close(self) -> None:
@@ -151,4 +158,4 @@ class ControllerAPI(Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
 
-__all__ = ["ControllerAPI"]
+__all__ = ["ControllerAPI", "ControllerCommands", "ControllerView"]

@@ -20,7 +20,7 @@ from multiprocessing import connection
 from typing import Any
 
 from poise.api.bus import CommandResponse
-from poise.controller.realtime.messages import Barrier, Call, CallKind
+from poise.controller.realtime.messages import Barrier, Call, CallKind, Reply
 
 
 class RealtimeError(RuntimeError):
@@ -122,6 +122,9 @@ class CallChannel:
             return
         p.ok, p.value = ok, value
         p.done.set()
+
+    def on_reply(self, msg: Reply) -> None:
+        self.answer(msg.call_id, msg.ok, msg.value)
 
     def fail(self, cid: int, reason: str) -> None:
         self.answer(cid, False, reason)

@@ -64,15 +64,11 @@ from poise.controller.realtime.channel import CallChannel, RealtimeError
 from poise.controller.realtime.child import GainOrigins
 from poise.controller.realtime.estop import ChildUrgent, EstopLine
 from poise.controller.realtime.messages import (
-    Built,
     CallKind,
     EstopCount,
     EventBatch,
-    Fatal,
-    Hello,
     ParamsChanged,
     PlanChanged,
-    Progress,
     Reply,
     UrgentAnswer,
     UrgentConnection,
@@ -121,7 +117,6 @@ class RealtimeController(ChildMirror):
                  progress: Callable[[Any], Any] | None = None) -> None:
         ChildMirror.__init__(self)
         self.config = config
-        self._progress = progress
         self.model_info = build_model(config.model)
         self.model = self.model_info.model
         #: The robot's reach [m] (as ``Controller.reach``).
@@ -132,7 +127,7 @@ class RealtimeController(ChildMirror):
         m = self.model
         self._child = ChildProcess(config, CycleRing.create(m.n, m.m, m.task_dim,
                                                             capacity=capacity),
-                                   dict(origins or {}) if check_gains else None)
+                                   dict(origins or {}) if check_gains else None, progress)
         # after the spawn: the child imports and builds while this process loads the
         # parameters' stability machinery (SciPy)
         from poise.motion.params import LiveParams
@@ -142,15 +137,14 @@ class RealtimeController(ChildMirror):
             target if target is not None else np.zeros(self.model.task_dim), dtype=float))
         self._calls = CallChannel(self._child.down, self._refusal,
                                   lambda: self._dead or "real-time process gone")
-        #: Commands posted from outside (MQTT): queued, coalesced and planned here.
-        self.dispatcher = CommandDispatcher(self._execute)
-        self._estop_line = EstopLine(self._child.estop, self._calls, self.dispatcher,
-                                     lambda: self._dead)
         #: Where target commands are planned (in this process, beside nothing real-time).
         self._planner = ParentPlanner(self, config, self.model, self.reach)
-        self._handlers = self._message_handlers()
-        self._child.watch(self._handle, lambda: self._drain_ring(self._child.ring),
-                          self._on_exit)
+        #: Commands posted from outside (MQTT): queued, coalesced and planned here.
+        self.dispatcher = CommandDispatcher(self.submit)
+        self._estop_line = EstopLine(self._child.estop, self._calls, self.dispatcher,
+                                     lambda: self._dead)
+        self._child.watch(self._message_handlers(),
+                          lambda: self._drain_ring(self._child.ring), self._on_exit)
         error = self._child.wait_started(startup_timeout, cancelled or (lambda: False))
         if error is not None:
             self._abandon(error)
@@ -197,9 +191,14 @@ class RealtimeController(ChildMirror):
         return self._command(CallKind.CLEAR, cause)
 
     def submit(self, command: Command) -> CommandResponse:
-        """Validate and apply ``command`` in the child (a target planned here first, see
-        :meth:`_execute`); always answered."""
-        return self._execute(command)
+        """Validate and apply ``command`` in the child, a target planned here first
+        (:meth:`ParentPlanner.prepare`); always answered. One received before an e-stop that
+        has latched since is refused here, unplanned (the child would refuse it too:
+        ``Command.estops``)."""
+        if command.estops is not None and command.estops < self._estops:
+            return CommandResponse(command.id, command.name, False, ESTOP_CANCELLED)
+        return self._command(CallKind.SUBMIT, command, self._planner.prepare(command),
+                             name=command.name, cid=command.id)
 
     def set_target(self, target: Any, source: str = "api") -> CommandResponse:
         """Shorthand for ``submit(Command("target", target))``."""
@@ -255,15 +254,6 @@ class RealtimeController(ChildMirror):
             return self._calls.call(kind, *args)
         except RealtimeError as exc:
             return CommandResponse(cid, name, False, str(exc))
-
-    def _execute(self, command: Command) -> CommandResponse:
-        """Apply ``command`` in the child, a target planned here first
-        (:meth:`ParentPlanner.prepare`); one received before an e-stop that has latched since
-        is refused here, unplanned (the child would refuse it too: ``Command.estops``)."""
-        if command.estops is not None and command.estops < self._estops:
-            return CommandResponse(command.id, command.name, False, ESTOP_CANCELLED)
-        return self._command(CallKind.SUBMIT, command, self._planner.prepare(command),
-                             name=command.name, cid=command.id)
 
     def _refusal(self) -> str:
         """Why no call may go to the child now ("" while calls may)."""
@@ -332,31 +322,16 @@ class RealtimeController(ChildMirror):
     # ------------------------------------------------------------------ the reader thread
 
     def _message_handlers(self) -> dict[type, Callable[[Any], None]]:
-        """What each message from the child does here (run in the reader thread)."""
+        """What each message from the child does here, besides the start-up ones (run in
+        the reader thread, in the order they come)."""
         line = self._estop_line
         return {
-            Hello: self._child.note, Built: self._child.note, Fatal: self._child.note,
-            Progress: self._on_progress, EstopCount: self._on_estops,
-            EventBatch: self._on_events, ParamsChanged: self._on_params,
-            PlanChanged: self._on_plan, Reply: self._on_reply,
-            UrgentTaken: line.urgent_taken, UrgentAnswer: line.urgent_answer,
-            UrgentConnection: line.urgent_connection,
+            EstopCount: self._on_estops, EventBatch: self._on_events,
+            ParamsChanged: self._on_params, PlanChanged: _in_turn(self._on_plan,
+                                                                  self._planner.on_plan),
+            Reply: self._calls.on_reply, UrgentTaken: line.urgent_taken,
+            UrgentAnswer: line.urgent_answer, UrgentConnection: line.urgent_connection,
         }
-
-    def _handle(self, msg: Any) -> None:
-        self._handlers[type(msg)](msg)
-
-    def _on_reply(self, msg: Reply) -> None:
-        self._calls.answer(msg.call_id, msg.ok, msg.value)
-
-    def _on_progress(self, msg: Progress) -> None:
-        if self._progress is not None:
-            with contextlib.suppress(Exception):  # the owner's callback must not stop us
-                self._progress(msg.step)
-
-    def _on_plan(self, msg: PlanChanged) -> None:
-        ChildMirror._on_plan(self, msg)
-        self._planner.warm_up(self._plan_goal)
 
     def _on_exit(self) -> None:
         """The child is gone: a failed start-up (``wait_started`` reports it) or a death."""
@@ -375,6 +350,14 @@ class RealtimeController(ChildMirror):
         self._dead = str(error) or type(error).__name__
         self.close(timeout=5.0)
         raise error
+
+
+def _in_turn(*handlers: Callable[[Any], None]) -> Callable[[Any], None]:
+    """One handler that runs ``handlers`` in turn."""
+    def run(msg: Any) -> None:
+        for handle in handlers:
+            handle(msg)
+    return run
 
 
 def make_controller(config: Config, cancelled: Callable[[], bool] | None = None, *,

@@ -20,6 +20,7 @@ import numpy as np
 from poise.api.bus import Command
 from poise.api.state import State
 from poise.controller.config import Config
+from poise.controller.realtime.messages import PlanChanged
 
 if TYPE_CHECKING:
     from poise.controller.realtime.mirror import ChildMirror
@@ -46,7 +47,7 @@ class ParentPlanner:
         #: The steppers of the references made here (:meth:`_choose_move`), made once.
         self._factory: Callable[[str, MechanicalModel], Stepper] | None = None
         self._factory_lock = threading.Lock()
-        #: The thread of :meth:`warm_up` (started once), and whether it or a plan planned.
+        #: The thread of :meth:`_warm` (started once), and whether it or a plan planned.
         self.warmer: threading.Thread | None = None
         self.warm = False
 
@@ -79,11 +80,12 @@ class ParentPlanner:
         except ParamError as exc:
             return exc
 
-    def warm_up(self, q_goal: np.ndarray | None) -> None:
-        """Once the child has a plan (its goal ``q_goal``): load what planning here needs
-        in a thread (once; see :meth:`_warm`)."""
-        if self.warmer is None and q_goal is not None:
-            self.warmer = threading.Thread(target=self._warm, args=(q_goal.copy(),),
+    def on_plan(self, msg: PlanChanged) -> None:
+        """Once the child has a plan with a goal: load what planning here needs in a thread
+        (once; see :meth:`_warm`)."""
+        if self.warmer is None and msg.goal is not None:
+            self.warmer = threading.Thread(target=self._warm,
+                                           args=(np.asarray(msg.goal, dtype=float),),
                                            name="poise-plan-warm", daemon=True)
             self.warmer.start()
 

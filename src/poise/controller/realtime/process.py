@@ -9,12 +9,13 @@ its start-up (:meth:`ChildProcess.wait_started`: built, then serving, or why not
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import pickle
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from multiprocessing import connection
 from typing import Any
 
@@ -22,7 +23,7 @@ from poise.controller.config import Config, ConfigError
 from poise.controller.realtime.boot import boot
 from poise.controller.realtime.channel import RealtimeError
 from poise.controller.realtime.child import GainOrigins
-from poise.controller.realtime.messages import Built, Fatal, Hello
+from poise.controller.realtime.messages import Built, Fatal, Hello, Progress
 from poise.controller.ring import CycleRing
 
 #: How often the reader polls the ring when nothing else wakes it [s].
@@ -52,11 +53,13 @@ class ChildProcess:
         ring: the cycle ring the child writes (this object unlinks it in :meth:`release`).
         gain_origins: the child checks the configuration's gains before it serves (see
             :func:`~poise.controller.gains.check_configured_gains`); None: no check.
+        progress: told each step of a first start's compile (in the reader thread).
     """
 
-    def __init__(self, config: Config, ring: CycleRing,
-                 gain_origins: GainOrigins | None) -> None:
+    def __init__(self, config: Config, ring: CycleRing, gain_origins: GainOrigins | None,
+                 progress: Callable[[Any], Any] | None = None) -> None:
         self.ring = ring
+        self._progress = progress
         ctx = mp.get_context("spawn")
         down_r, self.down = ctx.Pipe(duplex=False)
         estop_r, self.estop = ctx.Pipe(duplex=False)
@@ -80,26 +83,32 @@ class ChildProcess:
             for c in (down_r, estop_r, up_w):
                 c.close()
 
-    def note(self, msg: Built | Fatal | Hello) -> None:
+    def on_startup(self, msg: Built | Fatal | Hello | Progress) -> None:
         """A start-up message of the child."""
         if isinstance(msg, Hello):
             self.hello.set()
         elif isinstance(msg, Built):
             self.built.set()
-        else:
+        elif isinstance(msg, Fatal):
             self.fatal = msg
+        elif self._progress is not None:
+            with contextlib.suppress(Exception):  # the owner's callback must not stop us
+                self._progress(msg.step)
 
-    def watch(self, on_message: Callable[[Any], None], on_ring: Callable[[], None],
-              on_exit: Callable[[], None]) -> None:
-        """Start the reader thread: each message from the child to ``on_message``,
-        ``on_ring`` whenever it wakes (at least every :data:`POLL` s), ``on_exit`` once the
-        child is gone (after its last messages)."""
+    def watch(self, handlers: Mapping[type, Callable[[Any], None]],
+              on_ring: Callable[[], None], on_exit: Callable[[], None]) -> None:
+        """Start the reader thread: each message from the child to the handler of its type
+        (:meth:`on_startup` for the start-up ones), ``on_ring`` whenever it wakes (at least
+        every :data:`POLL` s), ``on_exit`` once the child is gone (after its last
+        messages)."""
+        on_message = {Built: self.on_startup, Fatal: self.on_startup, Hello: self.on_startup,
+                      Progress: self.on_startup, **handlers}
         self.reader = threading.Thread(target=self._read_loop, name="poise-rt-read",
                                        args=(on_message, on_ring, on_exit), daemon=True)
         self.reader.start()
 
-    def _read_loop(self, on_message: Callable[[Any], None], on_ring: Callable[[], None],
-                   on_exit: Callable[[], None]) -> None:
+    def _read_loop(self, on_message: Mapping[type, Callable[[Any], None]],
+                   on_ring: Callable[[], None], on_exit: Callable[[], None]) -> None:
         up, sentinel = self.up, self.proc.sentinel
         eof = False
         while True:
@@ -115,12 +124,13 @@ class ChildProcess:
                 on_exit()
                 return
 
-    def _drain_up(self, on_message: Callable[[Any], None]) -> bool:
+    def _drain_up(self, on_message: Mapping[type, Callable[[Any], None]]) -> bool:
         """Everything waiting in the pipe; True at its end (the child is gone)."""
         up = self.up
         try:
             while up.poll():
-                on_message(up.recv())
+                msg = up.recv()
+                on_message[type(msg)](msg)
         except (EOFError, OSError):
             return True
         return False
