@@ -13,7 +13,7 @@ import pytest
 from poise.api.state import State
 from poise.cli.run_cmd import format_summary
 from poise.controller.config import ConfigError, load_config
-from poise.controller.rtproc import RealtimeController
+from poise.controller.realtime import RealtimeController
 from poise.devices.affinity import (
     AUTO,
     OFF,

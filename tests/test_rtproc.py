@@ -28,8 +28,8 @@ from conftest import wait_until
 from poise.api.bus import Command, CommandResponse, CycleSample
 from poise.api.state import State
 from poise.controller.config import ConfigError, load_config
+from poise.controller.realtime import RealtimeController, StartupCancelled
 from poise.controller.ring import STATES, CycleRing
-from poise.controller.rtproc import RealtimeController, StartupCancelled
 from poise.examples import EXAMPLES_DIR
 from poise.models.actuation import blocks
 from poise.motion.params import ParamError
@@ -239,10 +239,11 @@ def test_the_parent_loads_its_planner_while_the_loop_runs(running):
     """Once the child has planned its first target, a background thread of the parent loads
     what planning needs (the compiled steppers, the statics) by planning that goal again, so
     that the first target command is planned as fast as the next ones."""
-    assert wait_until(lambda: running._warmer is not None, SLOW)
-    running._warmer.join(SLOW)
-    assert not running._warmer.is_alive()
-    assert running._planner_warm and running._factory is not None
+    planner = running._planner
+    assert wait_until(lambda: planner.warmer is not None, SLOW)
+    planner.warmer.join(SLOW)
+    assert not planner.warmer.is_alive()
+    assert planner.warm and planner.steppers_loaded
     assert running.state == State.RUNNING
 
 
@@ -331,14 +332,14 @@ def test_a_flood_of_targets_coalesces_in_the_parent_and_only_the_newest_reaches_
 def test_targets_are_planned_in_the_parent_while_the_loop_runs(running):
     assert wait_until(lambda: running._last_sample is not None, SLOW)
     assert wait_until(lambda: running.summary()["reached"], SLOW, 0.2)  # at rest: q̄ still
-    plan = running._prepare(Command("target", [0.5]))
+    plan = running._planner.prepare(Command("target", [0.5]))
     assert isinstance(plan, TargetPlan) and plan.reachable
     b = blocks(running.model, np.asarray(plan.q_goal))
     assert np.linalg.norm(b.x - 0.5) <= running.config.algorithm.tolerance  # reaches it,
     assert np.linalg.norm(b.Gu) < 1e-6                                      # held there
     # with the model's predicted response to the move, which the child follows in fb
     start = np.asarray(running._last_sample.q_bar)
-    rows = running._prepare(Command("target", [0.45])).reference
+    rows = running._planner.prepare(Command("target", [0.45])).reference
     assert rows is not None and rows.shape[1] == running.model.task_dim
     assert abs(rows[0, 0] - running.model.fk(start)[0]) < 0.01  # from where it is
     assert abs(rows[-1, 0] - 0.45) <= running.config.algorithm.tolerance  # to the target
@@ -353,15 +354,15 @@ def test_targets_are_planned_in_the_parent_while_the_loop_runs(running):
     move = summary["move"]
     assert move["speed"] == 1.0 and move["slowdown"] == 1.0 and move["duration_s"] > 0
     assert 0 < move["predicted_settle_s"] <= summary["reference_s"]
-    bad = running._prepare(Command("target", [float("nan")]))
+    bad = running._planner.prepare(Command("target", [float("nan")]))
     assert isinstance(bad, ParamError) and "target" in str(bad)
     resp = running.submit(Command("target", [float("nan")], id="nan"))
     assert not resp.accepted and "target" in resp.reason
-    assert running._prepare(Command("gains", {"gamma": 1.0})) is None  # only targets
+    assert running._planner.prepare(Command("gains", {"gamma": 1.0})) is None  # only targets
 
 
 def test_close_leaves_no_shared_memory_and_no_process(running):
-    name, pid, device = running._ring.name, running.pid, running.device_pid()
+    name, pid, device = running._child.ring.name, running.pid, running.device_pid()
     assert in_shm(name) and not gone(pid) and not gone(device)
     events = running.events(history=False)
     running.close()
@@ -404,7 +405,7 @@ def test_killed_realtime_process_means_fault_refusals_and_no_device():
     rt = started()
     events = rt.events(history=False)
     device = rt.device_pid()
-    name = rt._ring.name
+    name = rt._child.ring.name
     try:
         os.kill(rt.pid, signal.SIGKILL)
         assert rt.wait_for(State.FAULT, timeout=rt.config.limits.sensor_fault + 5)
@@ -452,14 +453,14 @@ def test_running_realtime_process_and_its_device_die_with_the_parent_even_on_sig
     script = textwrap.dedent(f"""
         import time
         from poise.controller.config import load_config
-        from poise.controller.rtproc import RealtimeController
+        from poise.controller.realtime import RealtimeController
         from poise.examples import EXAMPLES_DIR
         if __name__ == "__main__":
             over = {{"device.port": ("sim", "t"), "mqtt.enabled": (False, "t"),
                     "loop.rate": (200.0, "t"), "device.watchdog_ms": (400, "t")}}
             rt = RealtimeController(load_config(EXAMPLES_DIR / "double_pendulum.toml", over))
             assert rt.start().accepted
-            print(rt.pid, rt._ring.name, rt.device_pid(), flush=True)
+            print(rt.pid, rt._child.ring.name, rt.device_pid(), flush=True)
             time.sleep({SLOW})
     """)
     path = tmp_path / "parent.py"

@@ -24,7 +24,7 @@ from poise.benchmarks import startup
 from poise.cli import build_parser, command_modules, owner
 from poise.controller.config import ConfigError, load_config
 from poise.controller.loop import Controller
-from poise.controller.rtproc import RealtimeController, RealtimeError
+from poise.controller.realtime import RealtimeController, RealtimeError
 from poise.devices.factory import early_device_spec
 from poise.devices.simdevice import launch_early
 from poise.examples import EXAMPLES_DIR
@@ -150,11 +150,12 @@ def test_a_launched_virtual_device_that_is_never_connected_is_stopped_by_close()
 def test_the_real_time_process_launches_its_device_before_importing_numpy_or_its_config():
     # spawn imports the target's module before running it: the boot's imports are all that
     # comes before the launch (the configuration is unpickled after it)
-    mods = loaded_after("import poise.controller.rtboot")
+    mods = loaded_after("import poise.controller.realtime.boot")
     assert not {m for m in mods if m.split(".")[0] in ("numpy", "scipy", "numba")}, \
         sorted(m for m in mods if m.split(".")[0] in ("numpy", "scipy", "numba"))
     assert {m for m in mods if m.startswith("poise.")} <= {
-        "poise.controller", "poise.controller.rtboot", "poise.devices.simdevice"}, \
+        "poise.controller", "poise.controller.realtime", "poise.controller.realtime.boot",
+        "poise.devices.simdevice"}, \
         sorted(m for m in mods if m.startswith("poise."))
     # nor does the simulator or the controller's stability bound load SciPy on import
     # (0.3 s of each process's start-up: loaded where a numpy reference path first needs it)

@@ -12,7 +12,7 @@ import time
 
 from poise.api.state import State
 from poise.controller.config import load_config
-from poise.controller.rtproc import RealtimeController
+from poise.controller.realtime import RealtimeController
 from poise.examples import EXAMPLES_DIR
 from poise.firmware_bridge.faultinfo import HostWrites, quiet_side, watchdog_cause
 from poise.firmware_bridge.lifetime import fifo, normal_scheduler

@@ -172,7 +172,7 @@ def _run(args: argparse.Namespace, stop: StopFlag) -> int:
     from poise.api.rules import RuleError, check_duration
     from poise.cli.compiling import CompileView
     from poise.controller.config import ConfigError, load_config
-    from poise.controller.rtproc import StartupCancelled
+    from poise.controller.realtime import StartupCancelled
     from poise.examples import resolve_config
 
     demo = args.config is None and args.model is None and args.device is None
@@ -253,7 +253,7 @@ def _start(config: Any, flags: dict[str, tuple[Any, str]], stop: StopFlag,
     real-time process, which has every module loaded (a refusal is a ``ConfigError``).
     ``progress`` hears of each step of a first start's compile (:class:`~poise.cli.
     compiling.CompileView`). Nothing is left running if this raises."""
-    from poise.controller.rtproc import make_controller
+    from poise.controller.realtime import make_controller
     from poise.telemetry.broker import EmbeddedBroker, embedded_broker_needed
 
     broker = EmbeddedBroker().launch() if embedded_broker_needed(config) else None

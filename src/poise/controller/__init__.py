@@ -2,6 +2,8 @@
 
 * :mod:`~poise.controller.config` — the TOML configuration, validated into frozen dataclasses;
 * :mod:`~poise.controller.loop` — :class:`Controller`: state machine, loop thread, commands;
+* :mod:`~poise.controller.realtime` — the same controller in a real-time process of its own;
+  :mod:`~poise.controller.interface` — :class:`ControllerAPI`, what both offer;
 * :mod:`~poise.motion.stepper` — one IK step per cycle (Algorithm 1 / 2 / plain);
 * :mod:`~poise.motion.safety`, :mod:`~poise.controller.timing`,
   :mod:`~poise.motion.params`, :mod:`~poise.api.state`,
@@ -15,6 +17,7 @@ if TYPE_CHECKING:
     from poise.api.bus import Command, CommandResponse, CycleSample, Event, SampleQueue
     from poise.api.state import State
     from poise.controller.config import Config, ConfigError, build_model, load_config
+    from poise.controller.interface import ControllerAPI
     from poise.controller.loop import Controller, ControllerError
 
 #: Where each name of this package lives: imported on first use (PEP 562), so that importing
@@ -26,6 +29,7 @@ _HOME = {
     "Config": "poise.controller.config", "ConfigError": "poise.controller.config",
     "build_model": "poise.controller.config", "load_config": "poise.controller.config",
     "Controller": "poise.controller.loop", "ControllerError": "poise.controller.loop",
+    "ControllerAPI": "poise.controller.interface",
     "State": "poise.api.state",
 }
 
@@ -43,6 +47,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "Controller",
+    "ControllerAPI",
     "ControllerError",
     "CycleSample",
     "Event",

@@ -38,7 +38,7 @@ def run_one(model: str, rate: float, seconds: float, target: list[float],
     None: the configuration's default); ``busy_poll``: ``loop.busy_poll``; ``cpu``:
     ``loop.cpu`` (None: the configuration's default); ``wire``: ``loop.wire``."""
     from poise.controller.config import load_config
-    from poise.controller.rtproc import make_controller
+    from poise.controller.realtime import make_controller
 
     over = {"model.name": (model, "bench"), "loop.rate": (rate, "bench"),
             "algorithm.target": (target, "bench"), "mqtt.enabled": (False, "bench"),

@@ -80,7 +80,7 @@ class Service:
     def __init__(self, url: str, log_dir: str, model: str = "double_pendulum",
                  priority: int | None = None) -> None:
         from poise.controller.config import config_from_dict
-        from poise.controller.rtproc import make_controller
+        from poise.controller.realtime import make_controller
         from poise.telemetry.service import attach
 
         self.robot_id = f"stress-{uuid.uuid4().hex[:8]}"

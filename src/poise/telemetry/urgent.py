@@ -7,9 +7,9 @@ other command) and hands the command to ``post(command, reply)``; ``reply`` answ
 default on this very connection (QoS 1, published at once), or through ``answer`` when the
 owner publishes answers itself. Where it runs is the owner's choice: the MQTT bridge runs one
 beside an in-process controller; with the real-time process
-(:class:`~poise.controller.rtproc.RealtimeController`) it runs *in* that process, so the e-stop
-goes from the socket to the device without waiting for the service process's GIL, which the
-command flood holds.
+(:class:`~poise.controller.realtime.RealtimeController`) it runs *in* that process, so the
+e-stop goes from the socket to the device without waiting for the service process's GIL,
+which the command flood holds.
 """
 
 from __future__ import annotations

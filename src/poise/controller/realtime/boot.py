@@ -20,8 +20,8 @@ from typing import Any
 def boot(device: Mapping[str, Any] | None, config_blob: bytes, *args: Any) -> None:
     """The real-time process's target: launch the virtual device ``device`` (the keyword
     arguments of :class:`~poise.devices.simdevice.SimDevice`; ``None``: none to launch)
-    at the normal scheduler, then run :func:`~poise.controller.rtchild.child_main` with the
-    unpickled configuration ``config_blob`` and ``args``."""
+    at the normal scheduler, then run :func:`~poise.controller.realtime.child.child_main`
+    with the unpickled configuration ``config_blob`` and ``args``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides (Ctrl-C reaches both)
     launched = None
     if device is not None:
@@ -30,7 +30,7 @@ def boot(device: Mapping[str, Any] | None, config_blob: bytes, *args: Any) -> No
         launched = launch_early(device)
     try:
         config = pickle.loads(config_blob)
-        from poise.controller.rtchild import child_main
+        from poise.controller.realtime.child import child_main
     except BaseException:
         if launched is not None:
             launched.stop()

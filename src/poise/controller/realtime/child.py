@@ -1,14 +1,14 @@
-"""The real-time process's side of :mod:`poise.controller.rtproc`: the child that runs the
+"""The real-time process's side of :mod:`poise.controller.realtime`: the child that runs the
 ordinary :class:`~poise.controller.loop.Controller`, writes its cycle records into the
 shared-memory :class:`~poise.controller.ring.CycleRing`, and serves the parent's calls (one
-pipe and thread for commands, one of each for the e-stop).
+pipe and thread for commands, one of each for the e-stop; the messages are
+:mod:`~poise.controller.realtime.messages`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
-import math
 import os
 import signal
 import sys
@@ -17,11 +17,27 @@ from collections.abc import Callable, Mapping
 from multiprocessing import connection
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from poise.api.bus import ESTOP_CANCELLED, Command, CommandResponse, CycleSample
 from poise.api.state import State
 from poise.controller.config import Config, ConfigError
+from poise.controller.realtime.messages import (
+    Barrier,
+    Built,
+    Call,
+    CallKind,
+    Estop,
+    EstopCount,
+    EventBatch,
+    Fatal,
+    Hello,
+    ParamsChanged,
+    PlanChanged,
+    Progress,
+    Reply,
+    UrgentAnswer,
+    UrgentConnection,
+    UrgentTaken,
+)
 from poise.controller.ring import CycleRing, RingError
 from poise.firmware_bridge.lifetime import fifo, normal_scheduler, parent_alive, watch_parent
 
@@ -33,19 +49,12 @@ if TYPE_CHECKING:
 PUMP_HZ = 20.0
 #: Where each command-line override came from: ``{"algorithm.gamma": (2.0, "--gamma")}``.
 GainOrigins = Mapping[str, tuple[Any, str]]
-#: Calls that an e-stop sent after them cancels (like the dispatcher's queue).
-CANCELLED_BY_ESTOP = ("connect", "start", "clear", "submit")
-#: What the child executes on request (its ``Controller`` methods, and ``close``).
-CALLS = (*CANCELLED_BY_ESTOP, "stop", "summary", "final_summary", "timing", "close",
-         "device_pid", "reset_timing", "serve_urgent", "stop_urgent")
-#: The name each command call answers under (``CommandResponse.command``).
-RESPONSE_NAME = {"start": "run", "stop": "run", "connect": "connect", "clear": "clear",
-                  "estop": "estop"}
+#: Calls the child runs itself rather than on its controller.
+OWN_CALLS = frozenset({CallKind.CLOSE, CallKind.DEVICE_PID, CallKind.SERVE_URGENT,
+                       CallKind.STOP_URGENT})
 
 
-
-
-class _Child:
+class RealtimeChild:
     """The real-time process: the controller, the ring writer, the command servers."""
 
     def __init__(self, ctl: Any, ring: CycleRing, down: connection.Connection,
@@ -73,7 +82,7 @@ class _Child:
 
     def run(self, parent_pid: int, signalled: list[int]) -> None:
         """Serve until ``close``, a signal (``signalled`` non-empty) or the parent's end."""
-        self.send(("hello", {"pid": os.getpid()}))
+        self.send(Hello(os.getpid()))
         threads = [threading.Thread(target=f, name=n, daemon=True) for f, n in
                    ((self.serve, "poise-rt-rpc"), (self.serve_estop, "poise-rt-estop"),
                     (self.pump, "poise-rt-pump"))]
@@ -94,7 +103,7 @@ class _Child:
 
     # -- the outgoing pipe --------------------------------------------------------------
 
-    def send(self, extra: tuple[Any, ...] | None = None) -> None:
+    def send(self, extra: object = None) -> None:
         """Events, changed params and plan, then ``extra``: in this order, so the parent has
         the state a command produced before its reply."""
         ctl = self.ctl
@@ -102,28 +111,28 @@ class _Child:
             try:
                 if ctl.estops != self.last_estops:  # first: the parent stamps commands
                     self.last_estops = ctl.estops  # with it (Command.estops)
-                    self.up.send(("estops", self.last_estops))
+                    self.up.send(EstopCount(self.last_estops))
                 evs = self.events.drain()
                 if evs:
-                    self.up.send(("ev", evs))
+                    self.up.send(EventBatch(evs))
                 p = ctl.params
                 if p is not self.last_params:
                     self.last_params = p
-                    self.up.send(("params", p.as_dict()))
+                    self.up.send(ParamsChanged(p.as_dict()))
                 plan = ctl.step.plan
                 if plan is not self.last_plan:
                     self.last_plan = plan
                     goal = None if plan is None or plan.q_goal is None else \
                         plan.q_goal.tolist()
-                    self.up.send(("plan", ctl.target_status, ctl.target_note, goal,
-                                  ctl.limits))
+                    self.up.send(PlanChanged(ctl.target_status, ctl.target_note, goal,
+                                             ctl.limits))
                 if extra is not None:
                     self.up.send(extra)
             except (OSError, ValueError):  # the parent is gone
                 self.quit.set()
 
     def reply(self, cid: int, value: Any, ok: bool = True) -> None:
-        self.send(("re", cid, ok, value))
+        self.send(Reply(cid, ok, value))
 
     # -- threads ------------------------------------------------------------------------
 
@@ -151,23 +160,24 @@ class _Child:
             except (EOFError, OSError):
                 self.quit.set()
                 return
-            if msg[0] == "barrier":  # the parent's answer to an e-stop taken here
+            if isinstance(msg, Barrier):  # the parent's answer to an e-stop taken here
                 with self.barrier_lock:
                     self.unbarred -= 1
-                    self.barrier = max(self.barrier, msg[1])
+                    self.barrier = max(self.barrier, msg.call_id)
                 continue
-            cid, name, args = msg[1], msg[2], msg[3]
-            if name in CANCELLED_BY_ESTOP and (self.unbarred or cid < self.barrier):
-                cmd = args[0] if name == "submit" else None
-                self.reply(cid, self.cancelled(cmd.name if cmd else RESPONSE_NAME[name],
+            call: Call = msg
+            cid, kind = call.call_id, call.kind
+            if kind.cancelled_by_estop and (self.unbarred or cid < self.barrier):
+                cmd = call.args[0] if kind is CallKind.SUBMIT else None
+                self.reply(cid, self.cancelled(cmd.name if cmd else kind.response_name,
                                                cmd.id if cmd else ""))
                 continue
             try:
-                value, ok = self.execute(name, args), True
+                value, ok = self.execute(kind, call.args), True
             except Exception as exc:  # answered, never fatal
-                value, ok = f"{name} failed: {type(exc).__name__}: {exc}", False
+                value, ok = f"{kind.value} failed: {type(exc).__name__}: {exc}", False
             self.reply(cid, value, ok)
-            if name == "close":
+            if kind is CallKind.CLOSE:
                 self.quit.set()
                 return
 
@@ -175,15 +185,15 @@ class _Child:
         """E-stops, acted on the moment they arrive."""
         while True:
             try:
-                kind, cid, arg = self.estop_conn.recv()
+                msg = self.estop_conn.recv()
             except (EOFError, OSError):
                 return
             with self.barrier_lock:
-                self.barrier = max(self.barrier, cid)
-            if kind == "estop":
-                self.reply(cid, self.ctl.estop(arg))
-            else:  # a posted e-stop Command (recorded as a command event)
-                self.reply(cid, self.ctl.submit(arg))
+                self.barrier = max(self.barrier, msg.call_id)
+            if isinstance(msg, Estop):
+                self.reply(msg.call_id, self.ctl.estop(msg.cause))
+            else:  # a PostedEstop: the Command (recorded as a command event)
+                self.reply(msg.call_id, self.ctl.submit(msg.command))
 
     def post_urgent(self, command: Command, reply: Callable[[CommandResponse], None]) -> None:
         """An e-stop taken from MQTT in this process (``serve_urgent``): acted on in the
@@ -193,7 +203,7 @@ class _Child:
             self.unbarred += 1
         response = self.ctl.submit(command)
         reply(response)
-        self.send(("urgent", response.id))
+        self.send(UrgentTaken(response.id))
 
     def serve_urgent(self, config: Any, priority: int, device: str,
                      starter: Callable[..., Any]) -> bool:
@@ -203,9 +213,8 @@ class _Child:
         if self.urgent is None:
             self.urgent = starter(config, self.ctl, self.post_urgent, priority=priority,
                                   device=device,
-                                  on_connected=lambda up: self.send(("urgent_conn", up)),
-                                  observe=lambda response: self.send(("urgent_answer",
-                                                                      response)))
+                                  on_connected=lambda up: self.send(UrgentConnection(up)),
+                                  observe=lambda response: self.send(UrgentAnswer(response)))
         return True
 
     def stop_urgent(self) -> bool:
@@ -217,20 +226,20 @@ class _Child:
     def cancelled(self, name: str, cid: str) -> CommandResponse:
         return CommandResponse(cid, name, False, ESTOP_CANCELLED)
 
-    def execute(self, name: str, args: tuple[Any, ...]) -> Any:
-        if name not in CALLS:
-            raise ValueError(f"unknown call {name!r}")
+    def execute(self, kind: CallKind, args: tuple[Any, ...]) -> Any:
+        """Run call ``kind`` with ``args``: the controller's method of that name, or (for
+        :data:`OWN_CALLS`) this object's."""
         ctl = self.ctl
-        if name == "close":
+        if kind not in OWN_CALLS:
+            if kind is CallKind.SUBMIT:  # (command, its plan made by the parent, or None)
+                return ctl.submit(args[0], prepared=args[1] if len(args) > 1 else None)
+            return getattr(ctl, kind.value)(*args)
+        if kind is CallKind.CLOSE:
             return self.close_controller()
-        if name in ("serve_urgent", "stop_urgent"):
-            return getattr(self, name)(*args)
-        if name == "device_pid":
+        if kind is CallKind.DEVICE_PID:
             proc = getattr(ctl.sim, "proc", None)
             return None if proc is None else proc.pid
-        if name == "submit":  # (command, its plan made by the parent, or None)
-            return ctl.submit(args[0], prepared=args[1] if len(args) > 1 else None)
-        return getattr(ctl, name)(*args)
+        return getattr(self, kind.value)(*args)
 
     def close_controller(self) -> dict[str, Any] | None:
         """Stop, take the final summary, close the controller (once)."""
@@ -254,9 +263,10 @@ def child_main(config: Config, ring_name: str, down: connection.Connection,
                 estop: connection.Connection, up: connection.Connection,
                 parent_pid: int, gain_origins: GainOrigins | None = None, *,
                 launched: SimDevice | None = None) -> None:
-    """The real-time process's main thread (after :func:`poise.controller.rtboot.boot`):
-    ``built`` once its controller is, ``hello`` when it serves. ``gain_origins``: check the
-    configuration's gains against the stability bound in between (see
+    """The real-time process's main thread (after
+    :func:`poise.controller.realtime.boot.boot`): :class:`Built` once its controller is,
+    :class:`Hello` when it serves. ``gain_origins``: check the configuration's gains against
+    the stability bound in between (see
     :func:`~poise.controller.gains.check_configured_gains`; a refusal is a ``ConfigError``
     in the parent). ``launched``: the virtual device the boot started (its imports and plant
     overlap ours; it takes its real-time priority, one below ours, once started)."""
@@ -280,19 +290,17 @@ def child_main(config: Config, ring_name: str, down: connection.Connection,
     except Exception as exc:
         if launched is not None:
             launched.stop()
-        with contextlib.suppress(OSError, ValueError):
-            up.send(("fatal", type(exc).__name__, str(exc)))
+        _tell(up, Fatal(type(exc).__name__, str(exc)))
         return
     # built: the parent's start-up timeout stops here (a first start compiles the kernels
     # next, a minute or more on a slow computer)
-    with contextlib.suppress(OSError, ValueError):
-        up.send(("built",))
+    _tell(up, Built())
     if not ctl.kernels_cached():
         # a first start: compile before the gain check (which needs the solvers) and the
-        # hello, the parent showing each step ("progress"); a failure is connect's to report
+        # hello, the parent showing each step (Progress); a failure is connect's to report
         # at the normal scheduler: a minute of compiling must not hold a CPU at SCHED_FIFO
         with contextlib.suppress(Exception), normal_scheduler():
-            ctl.prepare_kernels(progress=lambda p: _tell(up, ("progress", p)))
+            ctl.prepare_kernels(progress=lambda p: _tell(up, Progress(p)))
     try:
         if gain_origins is not None:
             from poise.controller.gains import check_configured_gains
@@ -305,10 +313,9 @@ def child_main(config: Config, ring_name: str, down: connection.Connection,
             type(exc).__name__
         ctl.close()
         ring.close()
-        with contextlib.suppress(OSError, ValueError):
-            up.send(("fatal", kind, str(exc)))
+        _tell(up, Fatal(kind, str(exc)))
         return
-    child = _Child(ctl, ring, down, estop, up, threading.Event())
+    child = RealtimeChild(ctl, ring, down, estop, up, threading.Event())
     try:
         child.run(parent_pid, signalled)
     finally:
@@ -322,28 +329,12 @@ def child_main(config: Config, ring_name: str, down: connection.Connection,
     os._exit(0)
 
 
-def _tell(up: connection.Connection, message: tuple[Any, ...]) -> None:
-    """``message`` to the parent from the main thread before the child serves (no other
-    thread writes the pipe yet); nothing when the parent is gone."""
+def _tell(up: connection.Connection, message: object) -> None:
+    """``message`` (:mod:`~poise.controller.realtime.messages`) to the parent from the main
+    thread before the child serves (no other thread writes the pipe yet); nothing when the
+    parent is gone."""
     with contextlib.suppress(OSError, ValueError):
         up.send(message)
 
 
-def plain(v: Any) -> Any:
-    """numpy values as plain Python (a command value crosses the process boundary)."""
-    return v.tolist() if isinstance(v, np.ndarray) else v
-
-
-def clean(v: Any) -> Any:
-    if isinstance(v, float):
-        return v if math.isfinite(v) else None
-    if isinstance(v, dict):
-        return {k: clean(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [clean(x) for x in v]
-    return v
-
-
-
-__all__ = ["CALLS", "CANCELLED_BY_ESTOP", "PUMP_HZ", "RESPONSE_NAME", "child_main", "clean",
-           "plain"]
+__all__ = ["PUMP_HZ", "GainOrigins", "RealtimeChild", "child_main"]
