@@ -17,7 +17,7 @@ import pytest
 
 from poise.api.state import State
 from poise.controller.config import ConfigError, DeviceConfig, load_config
-from poise.controller.loop import Controller
+from poise.controller.service import Controller
 from poise.devices.base import Device, DeviceError, Status
 from poise.devices.factory import open_device
 from poise.devices.wire import WireDevice

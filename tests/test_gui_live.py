@@ -311,7 +311,7 @@ def _left():
 SERVICE = """
 import sys, threading
 from poise.controller.config import load_config
-from poise.controller.loop import Controller
+from poise.controller.service import Controller
 from poise.telemetry.mqtt import MqttBridge, MqttConfig
 url, robot = sys.argv[1], sys.argv[2]
 config = load_config(None, {"mqtt.url": (url, "test"), "mqtt.robot_id": (robot, "test"),

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from poise.api.bus import Command
 from poise.api.state import State
 from poise.controller.config import load_config
-from poise.controller.loop import Controller
+from poise.controller.service import Controller
 from poise.controller.timing import _QS, PERCENTILES, QUANTITIES, TimingStats, ring_percentiles
 from poise.examples import resolve_config
 
