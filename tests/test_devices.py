@@ -309,7 +309,7 @@ def test_calibrate_runs_over_the_bus_and_board(bus_and_board, tmp_path):
 
 @pytest.mark.parametrize("compiled", [True, False])
 def test_the_cycle_runs_on_the_kernels_warmed_up_before_ready(sim_device, compiled):
-    from poise.kernels import CompiledStepper
+    from poise.motion.compiled_steppers import CompiledStepper
 
     over = {"mqtt.enabled": (False, "test"), "loop.compiled": (compiled, "test"),
             "algorithm.target": ([0.5], "test"), "loop.rate": (200.0, "test")}
