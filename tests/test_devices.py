@@ -18,7 +18,7 @@ import pytest
 from conftest import wait_until
 from poise.api.state import State
 from poise.controller.config import ConfigError, DeviceConfig, load_config
-from poise.controller.loop import Controller
+from poise.controller.service import Controller
 from poise.devices.base import Device, DeviceError, Status
 from poise.devices.factory import open_device
 from poise.devices.wire import WireDevice
@@ -328,7 +328,7 @@ def test_calibrate_runs_over_the_bus_and_board(bus_and_board, tmp_path):
 
 @pytest.mark.parametrize("compiled", [True, False])
 def test_the_cycle_runs_on_the_kernels_warmed_up_before_ready(sim_device, compiled):
-    from poise.kernels import CompiledStepper
+    from poise.motion.compiled_steppers import CompiledStepper
 
     over = {"mqtt.enabled": (False, "test"), "loop.compiled": (compiled, "test"),
             "algorithm.target": ([0.5], "test"), "loop.rate": (200.0, "test")}

@@ -371,7 +371,7 @@ def test_the_documented_virtual_dynamixel_run_reaches_its_target_at_the_defaults
     where allowed, as in ``poise run``), every [device] key at its default."""
     from poise.api.state import State
     from poise.controller.config import load_config
-    from poise.controller.loop import Controller
+    from poise.controller.service import Controller
 
     _, bus, sensors = cli_sim
     config = load_config(None, {

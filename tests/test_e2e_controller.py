@@ -17,7 +17,7 @@ from conftest import wait_until
 from poise.api.bus import Command
 from poise.api.state import State
 from poise.controller.config import load_config
-from poise.controller.loop import Controller
+from poise.controller.service import Controller
 from poise.examples import EXAMPLES_DIR as EXAMPLES  # bundled run configurations
 
 #: A target counts as reached when the measured task error stays below this [m].

@@ -19,8 +19,8 @@ from poise.api.state import State
 from poise.api.topics import Topics
 from poise.cli.run_cmd import EXIT_CODES, exit_code
 from poise.controller.config import load_config
-from poise.controller.loop import Controller
 from poise.controller.realtime import RealtimeController
+from poise.controller.service import Controller
 from poise.telemetry.client import Recorder, forget
 from poise.telemetry.fence import RESEND, EstopFence
 from poise.telemetry.mqtt import MqttBridge, MqttConfig

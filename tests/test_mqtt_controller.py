@@ -8,7 +8,7 @@ import time
 import uuid
 
 from poise.controller.config import load_config
-from poise.controller.loop import Controller
+from poise.controller.service import Controller
 from poise.telemetry.client import Recorder, forget
 from poise.telemetry.log import controller_log
 from poise.telemetry.mqtt import MqttBridge, MqttConfig

@@ -37,7 +37,7 @@ def test_headless_commands_never_import_qt_or_matplotlib(tmp_path):
         import poise
         from poise.cli import build_parser, main
         build_parser()
-        import poise.calibration, poise.controller.loop, poise.telemetry.service
+        import poise.calibration, poise.controller.service, poise.telemetry.service
         import poise.telemetry.export, poise.telemetry.reader, poise.devices.dynamixel_config
         codes = [
             main(["solve", "--model", "double_pendulum", "--algorithm", "alg1",

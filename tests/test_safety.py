@@ -23,8 +23,8 @@ import pytest
 from poise.api.bus import Command
 from poise.api.state import State
 from poise.controller.config import ConfigError, config_from_dict, load_config
-from poise.controller.loop import Controller
 from poise.controller.realtime import RealtimeController
+from poise.controller.service import Controller
 from poise.ik.statics import release, solve_statics
 from poise.models.actuation import split
 from poise.models.registry import ModelError, load_model, model_from_dict

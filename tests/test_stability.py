@@ -24,7 +24,7 @@ import pytest
 from poise.api.bus import Command
 from poise.controller.config import ConfigError, load_config
 from poise.controller.gains import check_configured_gains
-from poise.controller.loop import Controller
+from poise.controller.service import Controller
 from poise.controller.simulate import SimulatedLoop
 from poise.examples import resolve_config
 from poise.kernels import has_kernels, pack

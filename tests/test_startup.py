@@ -23,8 +23,8 @@ from poise.api.state import State
 from poise.benchmarks import startup
 from poise.cli import build_parser, command_modules, owner
 from poise.controller.config import ConfigError, load_config
-from poise.controller.loop import Controller
 from poise.controller.realtime import RealtimeController, RealtimeError
+from poise.controller.service import Controller
 from poise.devices.factory import early_device_spec
 from poise.devices.simdevice import launch_early
 from poise.examples import EXAMPLES_DIR
@@ -98,12 +98,12 @@ def test_a_command_line_builds_only_the_parser_of_its_command():
 
 def test_the_whole_parser_loads_neither_the_controller_nor_numba_nor_scipy():
     mods = loaded_after("from poise.cli import build_parser; build_parser()")
-    assert {"numba", "scipy", "poise.controller.loop", "poise.sim"}.isdisjoint(mods), \
+    assert {"numba", "scipy", "poise.controller.service", "poise.sim"}.isdisjoint(mods), \
         sorted(m for m in mods if m.split(".")[0] in ("numba", "scipy") or
-               m in ("poise.controller.loop", "poise.sim"))
+               m in ("poise.controller.service", "poise.sim"))
     # importing one submodule of the controller package no longer loads the loop
     mods = loaded_after("import poise.controller.config")
-    assert "poise.controller.loop" not in mods and "numba" not in mods
+    assert "poise.controller.service" not in mods and "numba" not in mods
     from poise import controller
     assert controller.Controller is Controller and controller.State is State
 

@@ -12,7 +12,7 @@ from conftest import wait_until
 from poise.api.bus import Command
 from poise.api.state import State
 from poise.controller.config import load_config
-from poise.controller.loop import Controller
+from poise.controller.service import Controller
 from poise.controller.timing import _QS, PERCENTILES, QUANTITIES, TimingStats, ring_percentiles
 from poise.examples import resolve_config
 

@@ -21,7 +21,7 @@ import time
 from poise.api.state import State
 from poise.cli.compiling import CompileView
 from poise.controller.config import load_config
-from poise.controller.loop import Controller
+from poise.controller.service import Controller
 from poise.devices.factory import early_device_spec
 from poise.devices.simdevice import launch_early
 from poise.examples import EXAMPLES_DIR
@@ -160,7 +160,7 @@ def test_a_slow_kernel_warm_up_runs_before_the_device_is_opened_and_trips_no_wat
 LOAD_AS_A_RUN = textwrap.dedent("""
     import json, sys
     from poise.cli.warmup_cmd import model_config
-    from poise.controller.loop import Controller
+    from poise.controller.service import Controller
     from poise.kernels import cache
     from poise.sim import make_plant
 

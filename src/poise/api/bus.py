@@ -177,7 +177,7 @@ class SampleQueue(Generic[T]):
 
 class SubscriberHub:
     """Subscribers of a controller's cycle samples and events, and its recent events: what
-    the in-process :class:`~poise.controller.loop.Controller` and the real-time process's
+    the in-process :class:`~poise.controller.service.Controller` and the real-time process's
     parent side (:class:`~poise.controller.realtime.parent.RealtimeController`) both offer.
 
     Subclasses call :meth:`_publish` for each event and feed every queue of

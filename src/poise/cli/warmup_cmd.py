@@ -6,7 +6,7 @@
 A first ``poise run`` of a model compiles its kernels with Numba (about 1–2 min on a 2-core
 machine); this does it ahead, e.g. in a Dockerfile after ``pip install``, so that every run
 starts in seconds. For each model it prepares what ``poise run`` prepares, with the same code
-(:meth:`poise.controller.loop.Controller.prepare_kernels`: the cycle, the planner's solves,
+(:meth:`poise.controller.service.Controller.prepare_kernels`: the cycle, the planner's solves,
 the timing statistics, the simulated plant of its virtual device, which ``poise calibrate``
 uses too), and Numba caches it (docs/kernels.md, "The cache"). Exit codes: 0 ready, 1 a
 model failed, 2 bad input.
@@ -104,7 +104,7 @@ def prepare(config: Any, view: Any) -> dict[str, Any]:
     ``view``; what happened (``seconds``, ``cached``: whether all were expected from the
     cache, ``kernels``: the steps, ``compiled``: the functions Numba compiled rather than
     loaded), or ``error``."""
-    from poise.controller.loop import Controller
+    from poise.controller.service import Controller
 
     t0 = time.perf_counter()
     before = _compiled()

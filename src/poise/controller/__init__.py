@@ -1,7 +1,9 @@
 """poise.controller: the real-time controller service (see ``docs/controller.md``).
 
 * :mod:`~poise.controller.config` — the TOML configuration, validated into frozen dataclasses;
-* :mod:`~poise.controller.loop` — :class:`Controller`: state machine, loop thread, commands;
+* :mod:`~poise.controller.service` — :class:`Controller`: states, commands, life cycle,
+  summaries; its cycle (:mod:`~poise.controller.cycle`: read → update → write → record) and
+  its pacing (:mod:`~poise.controller.pacing`: when the next cycle runs);
 * :mod:`~poise.controller.realtime` — the same controller in a real-time process of its own;
   :mod:`~poise.controller.interface` — :class:`ControllerAPI`, what both offer;
 * :mod:`~poise.motion.stepper` — one IK step per cycle (Algorithm 1 / 2 / plain);
@@ -18,7 +20,7 @@ if TYPE_CHECKING:
     from poise.api.state import State
     from poise.controller.config import Config, ConfigError, build_model, load_config
     from poise.controller.interface import ControllerAPI
-    from poise.controller.loop import Controller, ControllerError
+    from poise.controller.service import Controller, ControllerError
 
 #: Where each name of this package lives: imported on first use (PEP 562), so that importing
 #: one submodule (``poise.controller.config`` in ``poise run``'s parent process) does not
@@ -28,7 +30,7 @@ _HOME = {
     "CycleSample": "poise.api.bus", "Event": "poise.api.bus", "SampleQueue": "poise.api.bus",
     "Config": "poise.controller.config", "ConfigError": "poise.controller.config",
     "build_model": "poise.controller.config", "load_config": "poise.controller.config",
-    "Controller": "poise.controller.loop", "ControllerError": "poise.controller.loop",
+    "Controller": "poise.controller.service", "ControllerError": "poise.controller.service",
     "ControllerAPI": "poise.controller.interface",
     "State": "poise.api.state",
 }

@@ -6,7 +6,7 @@ few dozen cycles one of them would pay for a collection (tens of µs, more for t
 generations) between its sensor frame and its setpoint. :class:`CollectorPacing` turns the
 automatic collector off while the loop runs and makes the same collections, by the same
 thresholds, right after a cycle has written its setpoint (:meth:`after_cycle`), in the slack
-before the next frame. ``gc.freeze()`` at start-up (:func:`poise.controller.loop.enter_realtime`)
+before the next frame. ``gc.freeze()`` at start-up (:func:`poise.controller.pacing.enter_realtime`)
 already keeps the start-up objects out of every collection.
 """
 

@@ -23,8 +23,9 @@ from poise.controller.config import Config, ControllerModel, build_model
 from poise.devices.base import Status
 from poise.devices.inprocess import SimulatedDevice
 from poise.models.base import FloatArray
-from poise.motion.params import LiveParams, with_plan
-from poise.motion.reference import choose_move
+from poise.motion.motion_planner import MotionPlanner
+from poise.motion.options import MotionOptions
+from poise.motion.params import LiveParams
 from poise.motion.safety import SafetyLimits
 from poise.motion.step import ControlStep, StepOutput, stepper_factory
 from poise.sim.plant import SimPlant, make_plant
@@ -59,6 +60,9 @@ class SimulatedLoop:
         self.step = ControlStep(m, self.limits, self.period,
                                 effort_feedforward=config.loop.effort_feedforward,
                                 stepper_factory=factory, delay=0, shaper=config.loop.shaper)
+        #: Plans each target as the service does (no delay, as the step).
+        self.planner = MotionPlanner(m, self.limits, MotionOptions.from_config(config, delay=0),
+                                     factory)
         target = config.algorithm.target
         self.params = LiveParams.from_config(
             config, np.asarray(target if target is not None else m.fk(self.measured())))
@@ -72,20 +76,20 @@ class SimulatedLoop:
 
     def set_target(self, target: FloatArray) -> str:
         """Plan and adopt ``target`` as the service does (automatic gains follow the new
-        stability bound); returns the plan's note.
+        stability bound; :class:`~poise.motion.motion_planner.MotionPlanner`); returns the
+        plan's note.
 
         Raises:
             ParamError: an explicit gain above the bound at the new target.
         """
-        plan = self.step.make_plan(np.asarray(target, dtype=float), self.measured(),
-                                   self.config.algorithm.tolerance, self.params)
-        params = with_plan(self.params, plan)
-        stepper = self.step.stepper
-        self.step.adopt(choose_move(plan, stepper.q_bar if stepper else None, params,
-                                    self.config, self.model, self.limits,
-                                    self.step.stepper_factory))
-        self.params = params
-        return plan.note()
+        step = self.step
+        stepper = step.stepper
+        self.planner.stepper_factory = step.stepper_factory
+        move = self.planner.plan(target, step.motion_state(
+            self.params, self.measured(), stepper.q_bar if stepper else None))
+        step.adopt(move.plan)
+        self.params = move.params
+        return move.note()
 
     def start(self) -> None:
         """Arm: the actuators follow setpoints; the step restarts from the measured q and the

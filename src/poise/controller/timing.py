@@ -45,7 +45,7 @@ def ring_percentiles(ring: np.ndarray, qs: np.ndarray) -> np.ndarray:
     does; a row with no values gives NaN.
 
     Compiled (or loaded from Numba's cache) at its first call, which the controller makes in
-    its kernels' warm-up (:meth:`~poise.controller.loop.Controller.prepare_kernels`, with
+    its kernels' warm-up (:meth:`~poise.controller.service.Controller.prepare_kernels`, with
     :meth:`TimingStats.summary`), not on import: a first start reports that compile as it
     goes (a third of a minute on the 2-core machine).
 

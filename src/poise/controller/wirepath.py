@@ -7,7 +7,7 @@ poise-protocol serial link (:class:`~poise.devices.wire.WireDevice`) with a comp
 the loop therefore answers a read like this::
 
     seq = link.reserve_setpoint()                 # before the read: the setpoint's number
-    read = device.read_raw()                      # os.read, not decoded
+    read = device.read_raw()                      # os.read, not decoded (RawReads)
     step.wire_cycle(params, buffers, newest)      # decode, IK cycle, encode: one call
     link.send_reserved(seq, buffers.frame())      # os.write
     device.answered(read, ...)                    # then the bookkeeping, after the write
@@ -19,14 +19,15 @@ counted after the write (``coalesced``, as the ordinary path counts them).
 :func:`poise.kernels.wire.wire_cycle` does the decoding, the cycle and the encoding. What it
 does not take (a read that is not one whole Sensors frame, a device not armed, a NaN, a cycle
 that faults or falls back to the statics solver) it leaves untouched, and the loop decodes the
-read and runs the ordinary cycle on it, which reports it as it always has.
+read and runs the ordinary cycle on it, which reports it as it always has
+(:meth:`poise.controller.cycle.Cycle.run_wire`, a variant of the service's one cycle).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from poise.devices.base import Sample
+from poise.devices.base import DeviceInfo, Sample
 from poise.firmware_bridge import messages as msg
 from poise.firmware_bridge.transport import RawRead
 from poise.kernels import wire as wk
@@ -39,7 +40,8 @@ class WirePath:
     """The wire cycle's buffers and its accounting for one device (see the module docstring).
 
     Args:
-        device: a :class:`~poise.devices.wire.WireDevice` (``read_raw``, ``feed_raw``,
+        device: a device with raw reads (:class:`~poise.devices.base.RawReads`: a
+            :class:`~poise.devices.wire.WireDevice`, ``read_raw``, ``feed_raw``,
             ``answered`` and its ``link``).
         feedforward: the setpoint carries τ_ff = G_a(q̄).
     """
@@ -104,9 +106,8 @@ class WirePath:
         return self.device.answered(read, int(io[wk.W_SEQ]), int(io[wk.W_TS]), sensors, start)
 
 
-def wire_path(device: Any, feedforward: bool) -> WirePath | None:
-    """The wire path for ``device`` when it has one (a poise-protocol serial device), else
-    None (the loop reads samples)."""
-    if not callable(getattr(device, "read_raw", None)):
-        return None
-    return WirePath(device, feedforward)
+def wire_path(device: Any, info: DeviceInfo, feedforward: bool) -> WirePath | None:
+    """The wire path for ``device`` when it hands out its reads undecoded
+    (``info.raw_reads``, :class:`~poise.devices.base.RawReads`: a poise-protocol serial
+    device), else None (the loop reads samples)."""
+    return WirePath(device, feedforward) if info.raw_reads else None

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol, runtime_checkable
 
 from poise.firmware_bridge import messages as _wire
+from poise.firmware_bridge.transport import RawRead
 
 
 class DeviceError(RuntimeError):
@@ -58,6 +59,8 @@ class DeviceInfo:
         qa_min, qa_max: actuator limits (m,) [actuator units, m or rad].
         rate_hz: native sample rate [Hz] of a streaming device; 0 for a polled one.
         polled: True when the host paces the loop and ``read`` polls (a servo bus).
+        raw_reads: the device hands out its reads undecoded (:class:`RawReads`; the
+            control loop's wire path answers them itself).
         ids: actuator ids on a bus (servo IDs), empty otherwise.
         extra: anything else worth showing (firmware, baud, latency timer), JSON-ready.
     """
@@ -69,6 +72,7 @@ class DeviceInfo:
     qa_max: tuple[float, ...]
     rate_hz: float = 0.0
     polled: bool = False
+    raw_reads: bool = False
     ids: tuple[int, ...] = ()
     extra: dict[str, object] = field(default_factory=dict)
 
@@ -123,6 +127,12 @@ class Device(Protocol):
         """The newest sample without waiting (a polled device polls now); ``None``: none yet."""
         ...
 
+    def read_nowait(self) -> Sample | None:
+        """The next sample already received and not yet read, or ``None`` (never waits, never
+        raises): a streaming device's backlog, which a device-paced loop skips to the newest
+        of. A polled device has none (``None``)."""
+        ...
+
     def write(self, qa: Sequence[float], tau_ff: Sequence[float] | None = None) -> None: ...
 
     def arm(self, clear_estop: bool = False) -> None: ...
@@ -140,4 +150,25 @@ class Device(Protocol):
         ...
 
 
-__all__ = ["Device", "DeviceError", "DeviceInfo", "DeviceTimeout", "Sample", "Status"]
+class RawReads(Protocol):
+    """A device whose reads a loop may answer itself (``DeviceInfo.raw_reads``): a poise
+    wire-protocol serial link (:class:`~poise.devices.wire.WireDevice`)."""
+
+    def read_raw(self, timeout: float | None = None) -> RawRead | None:
+        """The undecoded bytes of the next read, or ``None`` when a sample decoded earlier is
+        waiting (:meth:`Device.read_nowait` returns it)."""
+        ...
+
+    def feed_raw(self, read: RawRead) -> None:
+        """Decode ``read`` as usual (its samples: :meth:`Device.read_nowait`)."""
+        ...
+
+    def answered(self, read: RawRead, seq: int, timestamp_us: int, sensors: _wire.Sensors,
+                 start: int = 0) -> tuple[Sample, int]:
+        """Account for ``read`` whose last frame the caller decoded and answered; its
+        sample and how many sensor frames came before it in the read."""
+        ...
+
+
+__all__ = ["Device", "DeviceError", "DeviceInfo", "DeviceTimeout", "RawRead", "RawReads", "Sample",
+           "Status"]

@@ -77,6 +77,10 @@ class CompositeDevice:
         """Same as :meth:`read` (the actuators are polled)."""
         return self.read(None)
 
+    def read_nowait(self) -> Sample | None:
+        """The actuators are polled: no backlog, None."""
+        return None
+
     def _combine(self, frame: Sample, act: Sample) -> Sample:
         status = int(act.status) | (int(frame.status) & int(SENSOR_BITS))
         return Sample(host_time=min(frame.host_time, act.host_time),

@@ -292,6 +292,10 @@ class DynamixelDevice:
         """A polled bus has no stream: one sync read now (as :meth:`read`)."""
         return self.read()
 
+    def read_nowait(self) -> Sample | None:
+        """A polled bus keeps no backlog: None."""
+        return None
+
     def configure(self, rate_hz: float | None = None, watchdog_ms: float | None = None) -> None:
         """``watchdog_ms``: the servos' Bus Watchdog [ms] (0 off, up to 2540, rounded up to
         20 ms), written now if armed, else at the next arm; ``None`` keeps it. ``rate_hz``

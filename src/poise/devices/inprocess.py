@@ -67,6 +67,10 @@ class SimulatedDevice:
         self.plant.step(self.period)
         return self.latest()
 
+    def read_nowait(self) -> Sample | None:
+        """Each read advances the plant: nothing is ever waiting (None)."""
+        return None
+
     def latest(self) -> Sample:
         """The sensors now (the plant is not advanced)."""
         q, qa, tau, plant_status = self.plant.read_sensors()

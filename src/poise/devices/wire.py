@@ -65,6 +65,9 @@ class WireDevice:
                  on_close: Callable[[], None] | None = None) -> None:
         self.port = port
         self._on_close = on_close
+        #: A decoded sample :meth:`read_raw` received in place of a raw read (for
+        #: :meth:`read_nowait`).
+        self._decoded: SensorSample | None = None
         self.link = SerialLink(port, baudrate=baud, timeout=timeout, reconnect=reconnect,
                                heartbeat=heartbeat, on_fault=on_fault)
         try:
@@ -81,7 +84,7 @@ class WireDevice:
             name=d.firmware_id, n_q=len(d.coordinates), n_a=len(d.actuators),
             qa_min=tuple(float(c.lower) for c in d.actuators),
             qa_max=tuple(float(c.upper) for c in d.actuators),
-            rate_hz=float(d.rate_hz), polled=False,
+            rate_hz=float(d.rate_hz), polled=False, raw_reads=True,
             extra={"port": self.port, "protocol_version": d.protocol_version,
                    "schema_checksum": f"0x{d.schema_checksum:08x}",
                    "watchdog_ms": d.hello.watchdog_ms,
@@ -115,10 +118,11 @@ class WireDevice:
         except DeviceTimeoutError as exc:
             raise DeviceTimeout(f"{self.port}: {exc}") from None
 
-    def read_raw(self, timeout: float | None = None) -> Sample | RawRead:
+    def read_raw(self, timeout: float | None = None) -> RawRead | None:
         """:meth:`read` for a loop that answers a read itself (the wire cycle,
-        :mod:`poise.controller.wirepath`): a sample already decoded, or the undecoded bytes
-        of the next read (:meth:`feed_raw` them unless :meth:`answered`).
+        :mod:`poise.controller.wirepath`; :class:`~poise.devices.base.RawReads`): the
+        undecoded bytes of the next read (:meth:`feed_raw` them unless :meth:`answered`), or
+        None when a sample decoded earlier is waiting (:meth:`read_nowait` returns it).
 
         Raises:
             DeviceTimeout: nothing in time.
@@ -127,7 +131,10 @@ class WireDevice:
             got = self.link.next_read(timeout)
         except DeviceTimeoutError as exc:
             raise DeviceTimeout(f"{self.port}: {exc}") from None
-        return got if type(got) is RawRead else to_sample(got)  # type: ignore[arg-type]
+        if type(got) is RawRead:
+            return got
+        self._decoded = got  # type: ignore[assignment]
+        return None
 
     def feed_raw(self, read: RawRead) -> None:
         """Decode a read of :meth:`read_raw` as usual (its samples: :meth:`read_nowait`)."""
@@ -150,7 +157,11 @@ class WireDevice:
 
     def read_nowait(self) -> Sample | None:
         """The next sample already received, or None (never waits, never raises)."""
-        frame = self.link.sensors_nowait()
+        frame = self._decoded
+        if frame is not None:  # the one :meth:`read_raw` took from the link's queue
+            self._decoded = None
+        else:
+            frame = self.link.sensors_nowait()
         return None if frame is None else to_sample(frame)
 
     def latest(self) -> Sample | None:

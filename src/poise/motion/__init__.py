@@ -1,7 +1,10 @@
 """poise.motion: everything that turns a target into an actuator reference.
 
+* :mod:`~poise.motion.motion_planner` — :class:`~poise.motion.motion_planner.MotionPlanner`,
+  the one entry point from a target to its move; :mod:`~poise.motion.options` — what plans
+  depend on (:class:`~poise.motion.options.MotionOptions`);
 * :mod:`~poise.motion.planner` — the held goal of a target (Algorithm 1 / 2 from the current
-  state) and its approach; :class:`~poise.motion.planner.MotionPlanner`, the one entry point;
+  state) and its approach;
 * :mod:`~poise.motion.stability`, :mod:`~poise.motion.bounds` — the structural modes of the
   held configuration and the feedback loop's stability bound;
 * :mod:`~poise.motion.shaping`, :mod:`~poise.motion.warp`, :mod:`~poise.motion.dwell` — the
@@ -22,7 +25,8 @@ from typing import Any
 
 #: Names imported on first use (PEP 562): importing one module does not load Numba and SciPy.
 _HOME = {
-    "MotionPlanner": "poise.motion.planner", "Move": "poise.motion.planner",
+    "MotionPlanner": "poise.motion.motion_planner", "Move": "poise.motion.motion_planner",
+    "MotionState": "poise.motion.motion_planner", "MotionOptions": "poise.motion.options",
     "ControlStep": "poise.motion.step", "LiveParams": "poise.motion.params",
     "make_compiled_stepper": "poise.motion.compiled_steppers",
     "make_stepper": "poise.motion.stepper",

@@ -15,7 +15,7 @@ target, the algorithm, the mode, the update rule or λ changes.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -32,10 +32,8 @@ from poise.api.rules import (
 )
 from poise.models.base import FloatArray
 from poise.motion.bounds import StabilityReport, assess
+from poise.motion.options import RunSettings
 from poise.motion.stability import ALGORITHM_GAINS, IKGains, LoopLinearisation
-
-if TYPE_CHECKING:
-    from poise.controller.config import Config
 
 #: The value an automatic gain has before any bound is known (no target planned yet) [1/s]:
 #: small enough for every reference robot's feedback loop.
@@ -56,7 +54,7 @@ class ParamError(ValueError):
 
 @dataclass(frozen=True)
 class LiveParams:
-    """The live-tunable parameters (see :class:`~poise.controller.config.AlgorithmConfig`).
+    """The live-tunable parameters (the configuration's ``[algorithm]``).
 
     Attributes:
         algorithm: ``alg1`` | ``alg2`` | ``plain``.
@@ -81,8 +79,9 @@ class LiveParams:
     stability: StabilityReport | None = None
 
     @classmethod
-    def from_config(cls, cfg: Config, target: FloatArray) -> LiveParams:
-        """The configuration's parameters; gains given as ``"auto"`` hold
+    def from_config(cls, cfg: RunSettings, target: FloatArray) -> LiveParams:
+        """The parameters of a run's configuration (``cfg.algorithm``, ``cfg.loop.mode``;
+        any :class:`~poise.motion.options.RunSettings`); gains given as ``"auto"`` hold
         :data:`PROVISIONAL_GAIN` until a target's plan brings its bound
         (:func:`with_plan`)."""
         a = cfg.algorithm

@@ -41,9 +41,9 @@ from poise.api.rules import MODE_CHANGE
 from poise.models.actuation import split
 from poise.models.base import FloatArray, MechanicalModel
 from poise.motion.dwell import dwell_move
+from poise.motion.options import MotionOptions, RunSettings
 
 if TYPE_CHECKING:
-    from poise.controller.config import Config
     from poise.motion.params import LiveParams
     from poise.motion.planner import TargetPlan
     from poise.motion.safety import SafetyLimits
@@ -89,12 +89,13 @@ def wants_reference(model: MechanicalModel, plan: TargetPlan) -> bool:
     return bool(plan.approach and plan.qa_goal is not None and model.n > model.m)
 
 
-def predicts(model: MechanicalModel, config: Config) -> bool:
+def predicts(model: MechanicalModel, options: MotionOptions | RunSettings) -> bool:
     """Whether plans of this run predict the model's response (:func:`choose_move`,
-    :func:`with_reference`): a robot with structural modes and ``loop.follow_model`` or
-    ``loop.choose_move`` on."""
-    loop = config.loop
-    return model.n > model.m and (loop.follow_model or loop.choose_move)
+    :func:`with_reference`): a robot with structural modes and ``follow_model`` or
+    ``choose_move`` on (:class:`~poise.motion.options.MotionOptions`; a configuration is
+    read as :meth:`~poise.motion.options.MotionOptions.from_config` does)."""
+    o = MotionOptions.of(options)
+    return model.n > model.m and (o.follow_model or o.choose_move)
 
 
 class Prediction:
@@ -330,12 +331,17 @@ def line_time(plan: TargetPlan, q_bar: FloatArray, model: MechanicalModel,
 
 
 def choose_move(plan: TargetPlan, q_bar: FloatArray | None, params: LiveParams,
-                config: Config, model: MechanicalModel, limits: SafetyLimits,
+                options: MotionOptions | RunSettings, model: MechanicalModel,
+                limits: SafetyLimits,
                 stepper_factory: Callable[[str, MechanicalModel], Stepper]) -> TargetPlan:
     """``plan`` with the move that settles first on the model and, in ``fb`` with
-    ``loop.follow_model``, that move's predicted response as its reference.
+    ``follow_model``, that move's predicted response as its reference.
 
-    With ``loop.choose_move`` where the shapers at the move's ends may leave the arm ringing
+    ``options``: the run's :class:`~poise.motion.options.MotionOptions` (a configuration is
+    read as :meth:`~poise.motion.options.MotionOptions.from_config` does; prefer
+    :class:`~poise.motion.motion_planner.MotionPlanner`, which calls this).
+
+    With ``choose_move`` where the shapers at the move's ends may leave the arm ringing
     (:func:`shapers_fall_short`), each of :func:`move_candidates`, with the dwell move
     solved on the model right after the plan's own
     (:func:`~poise.motion.dwell.dwell_move`, where there is one), runs through a
@@ -346,16 +352,16 @@ def choose_move(plan: TargetPlan, q_bar: FloatArray | None, params: LiveParams,
     long move the arm's modes change, and no shaper designed at the ends cancels every sway,
     while a slower move excites less.
     Otherwise the plan's own move (:func:`with_reference`)."""
-    loop = config.loop
-    if not (loop.choose_move and q_bar is not None and wants_reference(model, plan)
+    o = MotionOptions.of(options)
+    if not (o.choose_move and q_bar is not None and wants_reference(model, plan)
             and shapers_fall_short(model, plan, q_bar)):
-        return with_reference(plan, q_bar, params, config, model, limits, stepper_factory)
-    period, tol = 1.0 / loop.rate, config.algorithm.tolerance
+        return with_reference(plan, q_bar, params, o, model, limits, stepper_factory)
+    period, tol = o.period, o.tolerance
 
     def predict(candidate: TargetPlan) -> Prediction:
         return Prediction(model, candidate, q_bar, params, period=period, limits=limits,
-                          effort_feedforward=loop.effort_feedforward, shaper=loop.shaper,
-                          stepper_factory=stepper_factory, compiled=loop.compiled)
+                          effort_feedforward=o.effort_feedforward, shaper=o.shaper,
+                          stepper_factory=stepper_factory, compiled=o.compiled)
 
     candidates = move_candidates(model, plan, q_bar)
     tuned = dwell_move(model, plan, q_bar, predict, line_time(plan, q_bar, model, limits))
@@ -378,7 +384,7 @@ def choose_move(plan: TargetPlan, q_bar: FloatArray | None, params: LiveParams,
             best = (settle, candidate, prediction)
     assert best is not None  # the first candidate is never given up
     settle, chosen, prediction = best
-    if not (params.mode == "fb" and loop.follow_model):
+    if not (params.mode == "fb" and o.follow_model):
         return replace(chosen, reference=None, settle_s=settle)
     prediction.run(tol)  # on to the reference's SETTLED_FRACTION
     rows = prediction.rows
@@ -386,24 +392,24 @@ def choose_move(plan: TargetPlan, q_bar: FloatArray | None, params: LiveParams,
 
 
 def with_reference(plan: TargetPlan, q_bar: FloatArray | None, params: LiveParams,
-                   config: Config, model: MechanicalModel, limits: SafetyLimits,
+                   options: MotionOptions | RunSettings, model: MechanicalModel,
+                   limits: SafetyLimits,
                    stepper_factory: Callable[[str, MechanicalModel], Stepper]) -> TargetPlan:
     """``plan`` carrying the reference feedback follows after its move: in ``fb`` with
-    ``loop.follow_model``, the :func:`predicted_response` from ``q_bar`` (where the move
-    starts) with ``params`` (the parameters at the new target); else ``plan`` itself."""
-    loop = config.loop
-    if (params.mode != "fb" or not loop.follow_model or q_bar is None
+    ``follow_model``, the :func:`predicted_response` from ``q_bar`` (where the move starts)
+    with ``params`` (the parameters at the new target); else ``plan`` itself."""
+    o = MotionOptions.of(options)
+    if (params.mode != "fb" or not o.follow_model or q_bar is None
             or not wants_reference(model, plan)):
         return plan
-    rows = predicted_response(model, plan, q_bar, params,
-                              tolerance=config.algorithm.tolerance, period=1.0 / loop.rate,
-                              limits=limits, effort_feedforward=loop.effort_feedforward,
-                              shaper=loop.shaper, stepper_factory=stepper_factory,
-                              compiled=loop.compiled)
+    rows = predicted_response(model, plan, q_bar, params, tolerance=o.tolerance,
+                              period=o.period, limits=limits,
+                              effort_feedforward=o.effort_feedforward, shaper=o.shaper,
+                              stepper_factory=stepper_factory, compiled=o.compiled)
     if rows is None:
         return plan
-    return replace(plan, reference=rows, settle_s=settle_time(
-        rows, plan.target, config.algorithm.tolerance, 1.0 / loop.rate))
+    return replace(plan, reference=rows,
+                   settle_s=settle_time(rows, plan.target, o.tolerance, o.period))
 
 
 __all__ = [

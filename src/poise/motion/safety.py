@@ -3,7 +3,7 @@
 Limits are enforced by the framework, not left to each algorithm (ros2_control): whatever
 the IK proposes, the setpoint sent is ``clip(qa_prev + clip(qa − qa_prev, ±rate·Δt),
 qa_min, qa_max)``. Sensor timeouts, device faults and the e-stop are handled by the loop
-(:mod:`poise.controller.loop`), which owns the state machine.
+(:mod:`poise.controller.service`), which owns the state machine.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ plan (:mod:`poise.motion.planner`). One call of :meth:`ControlStep.update` per c
       → safety layer (rate and position limits, NaN guard)
       → q̄ made consistent with the setpoint; τ_ff = G_a(q̄)
 
-No I/O, no clock, no threads: the service (:mod:`poise.controller.loop`) feeds it samples from
+No I/O, no clock, no threads: the service (:mod:`poise.controller.cycle`) feeds it samples from
 the device and writes what it returns; tests feed it an in-process plant in simulated time
 (ros2_control's ``read → update → write`` against mock hardware).
 """
@@ -25,8 +25,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from poise.models.base import FloatArray, MechanicalModel
+from poise.motion.motion_planner import MotionPlanner, MotionState
+from poise.motion.options import MotionOptions
 from poise.motion.params import LiveParams
-from poise.motion.planner import TargetPlan, approach_move, plan_target
+from poise.motion.planner import TargetPlan, approach_move
 from poise.motion.safety import SafetyLimits, all_finite, limit_setpoint
 from poise.motion.shaping import ShapedMove
 from poise.motion.stepper import Stepper, make_stepper
@@ -172,21 +174,29 @@ class ControlStep:
 
     def make_plan(self, target: FloatArray, q_measured: FloatArray | None,
                   tol: float, params: LiveParams | None = None) -> TargetPlan:
-        """The plan of ``target`` (:func:`~poise.motion.planner.plan_target`) from the
-        current q̄, the measured q and the last plan's goal, with the loop linearised at its
-        goal (stability bound, shaper; with ``params``, the bounds of their algorithm in
-        both modes computed ahead); does not adopt it.
+        """The plan of ``target`` from :meth:`motion_state` (the current q̄, the measured q
+        and the last plan's goal), with the loop linearised at its goal (stability bound,
+        shaper; with ``params``, the bounds of their algorithm in both modes computed
+        ahead): :meth:`MotionPlanner.target_plan
+        <poise.motion.motion_planner.MotionPlanner.target_plan>` with this step's period,
+        delay, feed-forward and shaper and the tolerance ``tol``; does not adopt it.
 
         Raises:
             UnstableTarget: the only held configuration reaching ``target`` is unstable.
         """
+        options = MotionOptions(self.period, tol, self.delay, self.effort_feedforward,
+                                self.shaper)
+        planner = MotionPlanner(self.model, self.limits, options, self.stepper_factory)
+        return planner.target_plan(target, self.motion_state(params, q_measured))
+
+    def motion_state(self, params: LiveParams | None, q_measured: FloatArray | None,
+                     move_from: FloatArray | None = None) -> MotionState:
+        """Where the robot is for a new plan (:class:`~poise.motion.motion_planner.
+        MotionState`): this step's q̄ and last plan's goal, the measured ``q_measured``;
+        the move from ``move_from`` (None: the plan's own)."""
         stepper, plan = self.stepper, self.plan
-        starts = [q for q in (stepper.q_bar if stepper is not None else None, q_measured,
-                              plan.q_goal if plan is not None else None) if q is not None]
-        return plan_target(self.model, np.asarray(target, dtype=float), starts, tol,
-                           period=self.period, delay=self.delay,
-                           effort_feedforward=self.effort_feedforward, params=params,
-                           shaper=self.shaper)
+        return MotionState(params, stepper.q_bar if stepper is not None else None, q_measured,
+                           plan.q_goal if plan is not None else None, move_from)
 
     def adopt(self, plan: TargetPlan) -> None:
         """Make ``plan`` current: approach its goal first where it says so; in feedback

@@ -1,0 +1,206 @@
+"""The service's commands: validated, applied between two cycles, always answered.
+
+:class:`CommandRoom` applies one :class:`~poise.api.bus.Command` to the service
+(:class:`~poise.controller.service.Controller`): ``run`` / ``estop`` / ``clear`` go to its
+life cycle; ``target``, ``gains``, ``algorithm`` and ``mode`` build new
+:class:`~poise.motion.params.LiveParams` (a target through the
+:class:`~poise.motion.motion_planner.MotionPlanner`: plan, parameters at the target, the move
+chosen on the model) outside every lock, then swap them in under the parameter lock, atomic
+with the e-stop latch. Every command is answered and recorded as a ``command`` event.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from poise.api.bus import COMMAND_NAMES, ESTOP_CANCELLED, Command, CommandResponse
+from poise.api.state import State
+from poise.motion.motion_planner import MotionPlanner, MotionState, Move
+from poise.motion.options import MotionOptions
+from poise.motion.params import (
+    LiveParams,
+    ParamError,
+    parse_target,
+    with_algorithm,
+    with_gains,
+    with_mode,
+    with_plan,
+)
+from poise.motion.planner import TargetPlan, UnstableTarget
+
+if TYPE_CHECKING:
+    from poise.controller.service import Controller
+
+
+def ok(cmd: str, reason: str = "", cid: str = "") -> CommandResponse:
+    """An accepted command's answer."""
+    return CommandResponse(cid, cmd, True, reason)
+
+
+def no(cmd: str, reason: str, cid: str = "") -> CommandResponse:
+    """A refused command's answer, with the reason."""
+    return CommandResponse(cid, cmd, False, reason)
+
+
+def jsonable(v: Any) -> Any:
+    """A command value as JSON takes it (arrays and tuples as lists)."""
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    if isinstance(v, tuple):
+        return list(v)
+    return v
+
+
+class CommandRoom:
+    """Applies the service's commands (see the module docstring).
+
+    Args:
+        service: the controller whose state, parameters and plans the commands change.
+    """
+
+    def __init__(self, service: Controller) -> None:
+        self.service = service
+        cfg = service.config
+        #: Plans the targets: the step's limits and steppers, the run's options.
+        self.planner = MotionPlanner(service.model, service.limits,
+                                     MotionOptions.from_config(cfg, delay=service.step.delay),
+                                     service.step.stepper_factory)
+
+    def submit(self, command: Command,
+               prepared: TargetPlan | ParamError | None = None) -> CommandResponse:
+        """:meth:`Controller.submit <poise.controller.service.Controller.submit>`."""
+        s = self.service
+        name, value, cid = command.name, command.value, command.id
+        if name not in COMMAND_NAMES:
+            resp = no(name, f"unknown command; allowed: {', '.join(COMMAND_NAMES)}", cid)
+        elif name != "estop" and self.estopped_since(command.estops):
+            resp = no(name, ESTOP_CANCELLED, cid)
+        elif s.state == State.ESTOP and name not in ("clear", "estop"):
+            resp = no(name, f"e-stop latched ({s.reason}); send 'clear' first", cid)
+        else:
+            try:
+                resp = self._apply(command, prepared)
+            except ParamError as exc:
+                resp = no(name, str(exc), cid)
+        resp = CommandResponse(cid, name, resp.accepted, resp.reason)
+        s.announce("command", name=name, value=jsonable(value), id=cid,
+                   source=command.source, accepted=resp.accepted, reason=resp.reason)
+        return resp
+
+    def _apply(self, c: Command, prepared: TargetPlan | ParamError | None = None
+               ) -> CommandResponse:
+        s = self.service
+        if c.name == "run":
+            if c.value == "start":
+                return s.start(f"{c.source} start", since=c.estops)
+            if c.value == "stop":
+                return s.stop(f"{c.source} stop")
+            raise ParamError(f"run = {c.value!r}: must be 'start' or 'stop'")
+        if c.name == "estop":
+            return s.estop(f"{c.source} e-stop")
+        if c.name == "clear":
+            return s.clear(f"{c.source} clear", since=c.estops)
+        cycle = s.cycle
+        # the new parameters are derived outside the lock (their stability bounds take
+        # milliseconds; a target's offline solves run here too); under it, again only if
+        # the loop changed them meanwhile
+        p = cycle.params
+        plan: TargetPlan | None = None
+        note = ""
+        if c.name == "target":
+            move = self._target(c, p, prepared)
+            plan, new, note = move.plan, move.params, move.note()
+        else:
+            new = self._derive(c, p)
+        with s.param_lock:  # atomic with the e-stop latch (estop() takes it too)
+            if s.state == State.ESTOP:  # it latched while the target was being planned
+                raise ParamError(f"e-stop latched ({s.reason}) while the command was "
+                                 "being applied; send 'clear' first")
+            if self.estopped_since(c.estops):  # latched and cleared since it was received
+                raise ParamError(ESTOP_CANCELLED)
+            if cycle.params is not p:
+                new = with_plan(cycle.params, plan) if plan is not None else \
+                    self._derive(c, cycle.params)
+            if plan is not None:
+                self.adopt(plan)
+            cycle.params = new
+            cycle.target_set = cycle.target_set or c.name == "target"
+            s.announce("param", name=c.name, value=jsonable(c.value), id=c.id,
+                       source=c.source, params=new.as_dict())
+        return ok(c.name, note)
+
+    def _target(self, c: Command, p: LiveParams,
+                prepared: TargetPlan | ParamError | None) -> Move:
+        """A ``target`` command's move: its plan (``prepared`` elsewhere, or made here),
+        the parameters at it and, while running and planned here, its move chosen from q̄
+        (not running: ``start`` plans again)."""
+        if isinstance(prepared, ParamError):
+            raise prepared
+        s = self.service
+        plan = prepared if prepared is not None else self._plan(
+            parse_target(c.value, s.model.task_dim, s.reach), p)
+        stepper = s.step.stepper
+        choose = prepared is None and s.state == State.RUNNING and stepper is not None
+        return self._planner().move(plan, MotionState(
+            p, move_from=stepper.q_bar if choose and stepper is not None else None))
+
+    def _derive(self, c: Command, p: LiveParams) -> LiveParams:
+        """The parameters after a ``gains``, ``algorithm`` or ``mode`` command, checked:
+        gains within the stability bound (:mod:`poise.motion.params`)."""
+        s = self.service
+        if c.name == "gains":
+            return with_gains(p, c.value, s.period)
+        if c.name == "algorithm":
+            return with_algorithm(p, c.value, s.model.m, s.model.task_dim)
+        new = with_mode(p, c.value)
+        if new.mode == "fb" and not s.measures_q:
+            raise ParamError("mode 'fb' needs a measured q; this device does not measure it "
+                             "(add a joint-sensor board)")
+        return new
+
+    def estopped_since(self, since: int | None) -> bool:
+        """Whether an e-stop latched after ``since`` (a value of the service's ``estops``)."""
+        return since is not None and self.service.estops > since
+
+    def start_move(self) -> Move:
+        """The current target planned again for ``start``: from the measured q, where the
+        loop restarts the step (the move starts there).
+
+        Raises:
+            ParamError: an unstable target, or an explicit gain above its bound.
+        """
+        s = self.service
+        p, q = s.cycle.params, s.cycle.last.get("q")
+        plan = self._plan(p.target, p, q)
+        return self._planner().move(plan, MotionState(p, move_from=q))
+
+    def _plan(self, target: np.ndarray, p: LiveParams, q: np.ndarray | None = None
+              ) -> TargetPlan:
+        """The offline plan of ``target`` from the step's q̄, the measured q (default: the
+        last cycle's) and the last plan's goal; an unstable target is refused."""
+        s = self.service
+        q = s.cycle.last.get("q") if q is None else q
+        try:
+            return self._planner().target_plan(target, s.step.motion_state(p, q))
+        except UnstableTarget as exc:
+            raise ParamError(str(exc)) from None
+
+    def _planner(self) -> MotionPlanner:
+        """The planner with the step's current limits and steppers (set at connect and once
+        the kernels are ready)."""
+        planner, step = self.planner, self.service.step
+        planner.limits, planner.stepper_factory = step.limits, step.stepper_factory
+        return planner
+
+    def adopt(self, plan: TargetPlan) -> None:
+        """Make ``plan`` current: the loop moves the actuators to its goal, then runs the IK."""
+        self.service.step.adopt(plan)
+        if not plan.reachable:
+            self.service.announce("info", code="target_unreachable",
+                                  target=plan.target.tolist(), error=plan.error,
+                                  text=plan.note())
+
+
+__all__ = ["CommandRoom", "jsonable", "no", "ok"]

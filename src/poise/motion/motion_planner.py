@@ -1,0 +1,154 @@
+"""One entry point from a target to the move the loop makes: :class:`MotionPlanner`.
+
+Every place that takes a new target (the service's ``target`` and ``start`` commands, the
+real-time process's parent, the simulated loop, tests) runs the same sequence::
+
+    plan_target   the held configuration to go to, solved offline from several starts
+                  (:func:`~poise.motion.planner.plan_target`; raises UnstableTarget)
+      → with_plan the live parameters at the new target: automatic gains from the plan's
+                  stability bound, explicit ones checked against it
+                  (:func:`~poise.motion.params.with_plan`; raises ParamError)
+      → choose_move the move from where it starts, chosen on the model, and the predicted
+                  response feedback follows after it
+                  (:func:`~poise.motion.reference.choose_move`)
+      → adopt     the caller's: ``ControlStep.adopt(move.plan)`` and the new parameters made
+                  live together (the service under its parameter lock)
+
+API::
+
+    planner = MotionPlanner(model, limits, MotionOptions.from_config(config),
+                            stepper_factory)          # or MotionOptions(period, tolerance, …)
+    state = MotionState(params, q_bar=q̄, q=q_measured, goal=last_plan.q_goal,
+                        move_from=q̄)                  # or step.motion_state(params, q, …)
+    move = planner.plan(target, state)                  # → Move(plan, params)
+    step.adopt(move.plan); live_params = move.params
+
+or in two halves, where the target's plan is made elsewhere or at another time:
+``plan = planner.target_plan(target, state)`` then ``move = planner.move(plan, state)``.
+``move_from`` None keeps the plan's own move (nothing chosen, no reference): the service
+before the loop runs (start plans again), or a caller without a q̄ yet.
+
+``limits`` and ``stepper_factory`` are plain attributes: the service sets them once the
+device's limits and the compiled kernels are known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from poise.models.base import FloatArray, MechanicalModel
+from poise.motion.options import MotionOptions
+from poise.motion.params import LiveParams, with_plan
+from poise.motion.planner import TargetPlan, plan_target
+from poise.motion.reference import choose_move
+from poise.motion.safety import SafetyLimits
+from poise.motion.stepper import Stepper, make_stepper
+
+
+@dataclass(frozen=True)
+class MotionState:
+    """Where the robot is when a target is planned.
+
+    Attributes:
+        params: the live parameters now (their algorithm's bounds are computed ahead; the
+            move's parameters derive from them). None: plan only (:meth:`target_plan`).
+        q_bar: the IK's predicted configuration q̄ (n,), None before the loop first ran.
+        q: the measured configuration (n,), None when unknown.
+        goal: the last plan's held configuration (n,), None without one.
+        move_from: where the move starts (q̄ while running; the measured q when the loop
+            restarts from it); None: keep the plan's own move.
+    """
+
+    params: LiveParams | None = None
+    q_bar: FloatArray | None = None
+    q: FloatArray | None = None
+    goal: FloatArray | None = None
+    move_from: FloatArray | None = None
+
+    @property
+    def starts(self) -> list[FloatArray]:
+        """The offline solves' starts: q̄, the measured q, the last goal (those known)."""
+        return [s for s in (self.q_bar, self.q, self.goal) if s is not None]
+
+
+@dataclass(frozen=True)
+class Move:
+    """What a target leads to.
+
+    Attributes:
+        plan: the target's plan with the chosen move and, in feedback, the predicted
+            response it follows after the move (:attr:`TargetPlan.reference`).
+        params: the live parameters at the target, gains within the plan's stability bound.
+    """
+
+    plan: TargetPlan
+    params: LiveParams
+
+    def note(self) -> str:
+        """Why the target is unreachable ('' otherwise)."""
+        return self.plan.note()
+
+
+class MotionPlanner:
+    """From a target to its :class:`Move` (see the module docstring).
+
+    Args:
+        model: the controller's statics model.
+        limits: the safety limits (the move's speed and range).
+        options: period, tolerance, delay, shaper and prediction switches.
+        stepper_factory: the steppers the model predictions run (the loop's own).
+    """
+
+    def __init__(self, model: MechanicalModel, limits: SafetyLimits, options: MotionOptions,
+                 stepper_factory: Callable[[str, MechanicalModel], Stepper] = make_stepper
+                 ) -> None:
+        self.model = model
+        self.limits = limits
+        self.options = options
+        self.stepper_factory = stepper_factory
+
+    def plan(self, target: FloatArray, state: MotionState) -> Move:
+        """:meth:`target_plan` then :meth:`move`.
+
+        Raises:
+            UnstableTarget: the only held configuration reaching ``target`` is unstable.
+            ParamError: an explicit gain at or above the bound at the new target.
+        """
+        return self.move(self.target_plan(target, state), state)
+
+    def target_plan(self, target: FloatArray, state: MotionState) -> TargetPlan:
+        """The plan of ``target`` from ``state``'s starts, the loop linearised at its goal
+        (:func:`~poise.motion.planner.plan_target`); with ``state.params``, the bounds of
+        their algorithm in both modes computed ahead.
+
+        Raises:
+            UnstableTarget: the only held configuration reaching ``target`` is unstable.
+        """
+        o = self.options
+        return plan_target(self.model, np.asarray(target, dtype=float), state.starts,
+                           o.tolerance, period=o.period, delay=o.delay,
+                           effort_feedforward=o.effort_feedforward, params=state.params,
+                           shaper=o.shaper)
+
+    def move(self, plan: TargetPlan, state: MotionState) -> Move:
+        """``plan`` made a move: the parameters at its target
+        (:func:`~poise.motion.params.with_plan`), then its move from ``state.move_from``
+        chosen on the model with them (:func:`~poise.motion.reference.choose_move`; none
+        chosen without ``move_from``).
+
+        Raises:
+            ParamError: an explicit gain at or above the bound at the new target.
+        """
+        if state.params is None:
+            raise ValueError("MotionPlanner.move: the state has no live parameters")
+        params = with_plan(state.params, plan)
+        if state.move_from is not None:
+            plan = choose_move(plan, state.move_from, params, self.options, self.model,
+                               self.limits, self.stepper_factory)
+        return Move(plan, params)
+
+
+__all__ = ["MotionPlanner", "MotionState", "Move"]
