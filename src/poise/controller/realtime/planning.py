@@ -25,6 +25,7 @@ from poise.controller.realtime.messages import PlanChanged
 if TYPE_CHECKING:
     from poise.controller.realtime.mirror import ChildMirror
     from poise.models.base import MechanicalModel
+    from poise.motion.motion_planner import MotionPlanner, MotionState
     from poise.motion.params import ParamError
     from poise.motion.planner import TargetPlan
     from poise.motion.stepper import Stepper
@@ -43,8 +44,10 @@ class ParentPlanner:
                  reach: float | None) -> None:
         self._mirror = mirror
         self._config, self._model, self._reach = config, model, reach
-        self._period = 1.0 / config.loop.rate
-        #: The steppers of the references made here (:meth:`_choose_move`), made once.
+        #: The one entry point from a target to its move (:meth:`_motion`; made at the first
+        #: plan: importing the planner loads SciPy and Numba, which the parent defers).
+        self._planner: MotionPlanner | None = None
+        #: The steppers of the references made here (:meth:`_move`), made once.
         self._factory: Callable[[str, MechanicalModel], Stepper] | None = None
         self._factory_lock = threading.Lock()
         #: The thread of :meth:`_warm` (started once), and whether it or a plan planned.
@@ -64,17 +67,18 @@ class ParentPlanner:
         s = mirror._last_sample
         if command.name != "target" or mirror.state != State.RUNNING or s is None:
             return None
+        from poise.motion.motion_planner import MotionState
         from poise.motion.params import ParamError, parse_target
         from poise.motion.planner import UnstableTarget
 
         try:
             target = parse_target(command.value, self._model.task_dim, self._reach)
-            starts = [np.asarray(s.q_bar, dtype=float), np.asarray(s.q, dtype=float)]
-            if mirror._plan_goal is not None:
-                starts.append(mirror._plan_goal)
-            plan = self._plan(target, starts)
+            q_bar = np.asarray(s.q_bar, dtype=float)
+            state = MotionState(mirror.params, q_bar=q_bar, q=np.asarray(s.q, dtype=float),
+                                goal=mirror._plan_goal, move_from=q_bar)
+            plan = self._motion().target_plan(target, state)
             self.warm = True
-            return self._choose_move(plan, starts[0])
+            return self._move(plan, state)
         except UnstableTarget as exc:
             return ParamError(str(exc))
         except ParamError as exc:
@@ -89,33 +93,34 @@ class ParentPlanner:
                                            name="poise-plan-warm", daemon=True)
             self.warmer.start()
 
-    def _plan(self, target: np.ndarray, starts: list[np.ndarray]) -> TargetPlan:
-        """The plan to ``target`` from the first of ``starts`` that gets there."""
-        from poise.motion.planner import plan_target
+    def _motion(self) -> MotionPlanner:
+        """The :class:`~poise.motion.motion_planner.MotionPlanner` of this run (made once)."""
+        if self._planner is None:
+            from poise.motion.motion_planner import MotionPlanner
+            from poise.motion.options import MotionOptions
 
-        loop = self._config.loop
-        return plan_target(self._model, target, starts, self._config.algorithm.tolerance,
-                           period=self._period, effort_feedforward=loop.effort_feedforward,
-                           params=self._mirror.params, shaper=loop.shaper)
+            self._planner = MotionPlanner(self._model, None,  # type: ignore[arg-type]
+                                          MotionOptions.from_config(self._config, delay=1))
+        return self._planner
 
-    def _choose_move(self, plan: TargetPlan, q_bar: np.ndarray) -> TargetPlan:
-        """``plan`` with its move from ``q_bar`` chosen on the model and the predicted
-        response feedback follows after it (:func:`~poise.motion.reference.choose_move`),
-        computed here (with this process's own compiled steppers, loaded at the first use)
-        rather than beside the loop; ``plan`` itself before the child reported its limits
-        or when the parameters at the target are refused (the child refuses them too)."""
-        from poise.motion.params import ParamError, with_plan
-        from poise.motion.reference import choose_move
+    def _move(self, plan: TargetPlan, state: MotionState) -> TargetPlan:
+        """``plan`` with its move from q̄ chosen on the model and the predicted response
+        feedback follows after it (:meth:`MotionPlanner.move
+        <poise.motion.motion_planner.MotionPlanner.move>`), computed here (with this
+        process's own compiled steppers, loaded at the first use) rather than beside the
+        loop; ``plan`` itself before the child reported its limits or when the parameters at
+        the target are refused (the child refuses them too)."""
+        from poise.motion.params import ParamError
 
         limits = self._mirror._limits
         if limits is None:
             return plan
+        planner = self._motion()
+        planner.limits, planner.stepper_factory = limits, self._steppers()
         try:
-            params = with_plan(self._mirror.params, plan)
+            return planner.move(plan, state).plan
         except ParamError:
             return plan
-        return choose_move(plan, q_bar, params, self._config, self._model, limits,
-                           self._steppers())
 
     def _steppers(self) -> Callable[[str, MechanicalModel], Stepper]:
         """This process's compiled steppers (loaded at the first use)."""
@@ -132,9 +137,12 @@ class ParentPlanner:
         about 1.5 s later than the next ones): the child's first plan's goal planned again
         here, the result dropped. A failure is only a warm-up that did not happen: the first
         command plans, and reports, for itself."""
+        from poise.motion.motion_planner import MotionState
+
         with contextlib.suppress(Exception):
             self._steppers()
-            self._plan(np.asarray(self._model.fk(q_goal), dtype=float), [q_goal])
+            self._motion().target_plan(np.asarray(self._model.fk(q_goal), dtype=float),
+                                      MotionState(self._mirror.params, goal=q_goal))
             self.warm = True
 
 
