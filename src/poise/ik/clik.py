@@ -92,7 +92,7 @@ from poise.ik.orientation import _orientation_error_rows, quat_from_matrix
 from poise.ik.result import FloatArray, IKResult, InvalidInputError, Status, as_vector
 from poise.ik.secondary import SecondaryObjective, nullspace_projector
 from poise.ik.targets import Target, parse_target
-from poise.kernels.lapack import posv
+from poise.models.lapack import posv
 
 PINV_RCOND = 1e-10
 POLISH_ITER = 20

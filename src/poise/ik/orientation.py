@@ -14,15 +14,17 @@ with the sign of ``Q_de`` chosen so that ``η_de ≥ 0`` (the shorter of the two
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from poise.ik.result import FloatArray, InvalidInputError
-from poise.kernels.dh_ik import quaternion as _compiled_quaternion
 
-#: Shepperd's method, interpreted (the Python source of the compiled kernel).
-_shepperd = _compiled_quaternion.py_func
+#: Shepperd's method, interpreted: the Python source of the compiled kernel
+#: :func:`poise.kernels.dh_ik.quaternion`, fetched at the first use (importing the kernels
+#: loads Numba and SciPy, which a process spares until it needs them).
+_shepperd: Callable[..., tuple[float, float, float, float]] | None = None
 
 
 def quat_from_matrix(R: ArrayLike) -> FloatArray:
@@ -38,6 +40,11 @@ def _quat_from_rows(r: list[float]) -> tuple[float, float, float, float]:
     the reference runs its Python source (``py_func``: nothing is compiled on this path), so the
     reference and the compiled solver agree to the last bit by construction.
     """
+    global _shepperd
+    if _shepperd is None:
+        from poise.kernels.dh_ik import quaternion
+
+        _shepperd = quaternion.py_func
     return _shepperd(*r[:9])
 
 

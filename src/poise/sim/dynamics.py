@@ -23,8 +23,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from poise.kernels.lapack import posv
 from poise.models.base import FloatArray, MechanicalModel
+from poise.models.lapack import posv
 
 Terms = Callable[[FloatArray, FloatArray], tuple[FloatArray, FloatArray, FloatArray]]
 
