@@ -12,8 +12,9 @@
   :mod:`~poise.devices.simdevice`, :mod:`~poise.api.bus`.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from poise.api.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from poise.api.bus import Command, CommandResponse, CycleSample, Event, SampleQueue
@@ -36,11 +37,7 @@ _HOME = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module 'poise.controller' has no attribute {name!r}")
-    return getattr(importlib.import_module(home), name)
+__getattr__ = lazy_exports(__name__, _HOME)
 
 
 __all__ = [

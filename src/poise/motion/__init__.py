@@ -20,8 +20,8 @@
 It imports from ``ik``, ``sim``, ``kernels`` and ``models``, never from ``controller``.
 """
 
-import importlib
-from typing import Any
+
+from poise.api.lazy import lazy_exports
 
 #: Names imported on first use (PEP 562): importing one module does not load Numba and SciPy.
 _HOME = {
@@ -33,11 +33,7 @@ _HOME = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module 'poise.motion' has no attribute {name!r}")
-    return getattr(importlib.import_module(home), name)
+__getattr__ = lazy_exports(__name__, _HOME)
 
 
 __all__ = sorted(_HOME)

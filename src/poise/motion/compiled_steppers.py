@@ -19,7 +19,7 @@ the controller imports this module).
 from __future__ import annotations
 
 import math
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,18 +33,10 @@ from poise.kernels.packed import PackedModel, f64, has_kernels, pack
 from poise.models.actuation import join, split
 from poise.models.base import FloatArray, MechanicalModel
 
+if TYPE_CHECKING:
+    from poise.motion.params import LiveParams
+
 _NO_MOVE = np.zeros(0)
-
-
-class StepParams(Protocol):
-    """What a step reads of the live parameters (:class:`poise.motion.params.LiveParams`)."""
-
-    update: str
-    gamma: float
-    gamma_z: float
-    gamma_e: float
-    damping: float
-    target: FloatArray
 
 
 #: The knobs of the live parameters, in the order of ``_values()[1:]``.
@@ -98,7 +90,7 @@ class CompiledStepper:
         self._scratch = np.zeros(model.n + self._m)  # the kernel's proposal and q̄a sent
         self.cycle_finite = True
 
-    def _propose(self, p: StepParams, x: FloatArray | None, dt: float) -> FloatArray:
+    def _propose(self, p: LiveParams, x: FloatArray | None, dt: float) -> FloatArray:
         target, update, gamma, gamma_z, gamma_e, damping = (
             self._pv if p is self._p else self._values(p))
         state = self._state
@@ -120,10 +112,10 @@ class CompiledStepper:
         """The state after a commit of ``qa`` that returned ``new`` and ``status``."""
         self._state = new
 
-    def _check(self, p: StepParams, update: int) -> None:
+    def _check(self, p: LiveParams, update: int) -> None:
         """Refuse parameters the algorithm cannot step with (before any kernel runs)."""
 
-    def cycle(self, p: StepParams, q: FloatArray, fb: bool, move_qa: FloatArray | None,
+    def cycle(self, p: LiveParams, q: FloatArray, fb: bool, move_qa: FloatArray | None,
               windup: bool, saturated: bool, arrays: tuple[FloatArray, ...], dt: float
               ) -> tuple[FloatArray, FloatArray, int]:
         """One whole cycle in one kernel call (:func:`poise.kernels.cycle.cycle`): ``h(q)``,
@@ -153,7 +145,7 @@ class CompiledStepper:
             self._took(new, int(c_status), finite)
         return x_meas, x_meas if fb else old[self._x], int(g_status)
 
-    def _load(self, p: StepParams, fb: bool, windup: bool, saturated: bool,
+    def _load(self, p: LiveParams, fb: bool, windup: bool, saturated: bool,
               arrays: tuple[FloatArray, ...], dt: float) -> tuple[FloatArray, FloatArray]:
         """The ``knobs`` and ``limits`` a cycle kernel takes, updated for this cycle (the
         live parameters and limits converted only when they changed)."""
@@ -193,7 +185,7 @@ class CompiledStepper:
         #: Whether the state after the last cycle is finite (:meth:`finite`).
         self.cycle_finite = finite if self._state is new else self.finite()
 
-    def wire(self, p: StepParams, fb: bool, move_qa: FloatArray | None, windup: bool,
+    def wire(self, p: LiveParams, fb: bool, move_qa: FloatArray | None, windup: bool,
              arrays: tuple[FloatArray, ...], dt: float, buffers: wire_kernel.WireBuffers,
              data: bytes) -> tuple[int, FloatArray, FloatArray, int]:
         """:meth:`cycle` from the bytes of one read to the bytes of its setpoint
@@ -276,7 +268,7 @@ class CompiledStepper:
         self._qa_min = np.array(qa_min, dtype=np.float64)
         self._qa_max = np.array(qa_max, dtype=np.float64)
 
-    def _values(self, p: StepParams) -> tuple[Any, ...]:
+    def _values(self, p: LiveParams) -> tuple[Any, ...]:
         """``(target, update code, γ, γ_Z, γ_E, λ)`` as the kernels take them, converted once
         per :class:`~poise.motion.params.LiveParams` object (commands replace the object,
         never change it)."""
@@ -287,7 +279,7 @@ class CompiledStepper:
             self._p = p
         return self._pv
 
-    def propose(self, p: StepParams, x: FloatArray | None, dt: float) -> FloatArray:
+    def propose(self, p: LiveParams, x: FloatArray | None, dt: float) -> FloatArray:
         """The IK update of q̄a; ``x`` is the task value the error uses (``None``: h(q̄))."""
         self._check(p, (self._pv if p is self._p else self._values(p))[1])
         return self._propose(p, x, dt)
@@ -317,7 +309,7 @@ class CompiledAlg1Stepper(CompiledStepper):
         self._limits(qa_min, qa_max)
         self._solve(np.clip(qa, qa_min, qa_max), qu)
 
-    def _check(self, p: StepParams, update: int) -> None:
+    def _check(self, p: LiveParams, update: int) -> None:
         if update < 0:
             raise InvalidInputError(
                 f"update: unknown '{p.update}' (inverse, pinv, dls, transpose)")

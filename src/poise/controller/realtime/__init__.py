@@ -15,8 +15,9 @@ The names below are imported on first use (PEP 562): the spawned process imports
 before :mod:`~.boot`, which must load nothing else before it launches the virtual device.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from poise.api.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from poise.controller.realtime.channel import RealtimeError
@@ -31,11 +32,7 @@ _HOME = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module 'poise.controller.realtime' has no attribute {name!r}")
-    return getattr(importlib.import_module(home), name)
+__getattr__ = lazy_exports(__name__, _HOME)
 
 
 __all__ = ["RealtimeController", "RealtimeError", "StartupCancelled", "make_controller"]
