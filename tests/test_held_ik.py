@@ -437,7 +437,7 @@ def test_alg2_stepper_at_a_limit_keeps_moving_the_other_actuator(compiled):
     optimality), inside its range and with q̄ on E. The paper's rates with actuator 1 merely
     clipped left actuator 2 where the error was 1.7× the one at the block, off E
     (‖G_u‖ = 8e-3) and with ``J₂ᵀ ex`` far from 0."""
-    from poise.kernels import make_compiled_stepper
+    from poise.motion.compiled_steppers import make_compiled_stepper
     from poise.motion.params import LiveParams
     from poise.motion.safety import SafetyLimits, limit_setpoint
     from poise.motion.stepper import make_stepper
