@@ -7,7 +7,7 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import find, given, settings
 from hypothesis import strategies as st
 
 from poise.firmware_bridge import messages as m
@@ -132,14 +132,9 @@ def test_every_message_round_trips_through_the_stream_decoder(msg, seq, ts):
 
 
 def test_every_message_type_is_covered_by_the_round_trip_strategy():
-    seen = set()
-
-    @settings(max_examples=300)
-    @given(ALL_MESSAGES)
-    def collect(msg):
-        seen.add(type(msg))
-
-    collect()
+    # one example of each branch of the strategy (deterministic: sampling the union 300 times
+    # missed the one-valued Heartbeat branch once in a full run)
+    seen = {type(find(branch, lambda _: True)) for branch in ALL_MESSAGES.original_strategies}
     assert seen == set(m.MESSAGE_TYPES.values())
 
 

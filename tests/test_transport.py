@@ -358,7 +358,9 @@ def test_busy_polling_reads_every_frame_without_sleeping(device):
             busy_share[busy] = (time.thread_time() - cpu) / (time.perf_counter() - wall)
             steps = [(b - a) & 0xFFFF for a, b in itertools.pairwise(seqs)]
             assert all(s >= 1 for s in steps) and sum(steps) <= 2 * len(steps), steps
-        assert busy_share[True] > max(0.2, 3 * busy_share[False]), busy_share
+        # the polling thread used at least 3× the CPU of the sleeping one (on a busy machine
+        # it gets only its share of a core, so no absolute floor beyond "it ran")
+        assert busy_share[True] > max(0.02, 3 * busy_share[False]), busy_share
 
 
 # ------------------------------------------------------------------ the sample queue
@@ -403,8 +405,10 @@ def test_a_loop_that_answers_reads_itself_gets_them_undecoded_and_its_frames_are
     timed."""
     with SerialLink(device.path) as link:
         assert link.arm().ok
-        raw = fed = answered = 0
-        for k in range(80):
+        raw = fed = answered = k = 0
+        while raw < 70:  # undecoded reads; on a busy machine more come decoded (skipped)
+            k += 1
+            assert k < 20_000, f"only {raw} undecoded reads in {k} reads"
             got = link.next_read(timeout=10.0)
             if type(got) is not RawRead:  # a sample the reader thread decoded before
                 continue
