@@ -10,7 +10,7 @@ Layout (every table and key optional; the defaults are the embedded ``poise run`
     [loop]        rate, mode ("ff" | "fb"), pacing ("device" | "host"), effort_feedforward,
                   switch_interval, compiled, priority, process ("own" | "shared"), busy_poll, wire,
                   cpu
-    [limits]      qa_min, qa_max, qa_rate, sensor_hold, sensor_fault
+    [limits]      qa_min, qa_max, qa_rate, qa_accel, sensor_hold, sensor_fault
     [mqtt]        enabled, url, robot_id, username, password, tls, ca_file, joint_states_hz
     [log]         path
 
@@ -125,7 +125,8 @@ def _limits(t: TableReader) -> LimitsConfig:
     if fault < hold:
         raise t.fail("sensor_fault", fault, f"must be >= limits.sensor_hold = {hold:g} s")
     return LimitsConfig(qa_min=t.get("qa_min"), qa_max=t.get("qa_max"),
-                        qa_rate=t.get("qa_rate"), sensor_hold=hold, sensor_fault=fault)
+                        qa_rate=t.get("qa_rate"), qa_accel=t.get("qa_accel"),
+                        sensor_hold=hold, sensor_fault=fault)
 
 
 def _mqtt(t: TableReader, base: pathlib.Path | None) -> MqttConfig:

@@ -160,6 +160,10 @@ class LimitsConfig:
     qa_rate: tuple[float, ...] | None = setting(
         (0.5,), "vector", "max |Δqa| per second, one value for all actuators or one each "
         "[actuator units/s]", gt=0)
+    qa_accel: tuple[float, ...] | None = setting(
+        None, "vector", "max |Δ(dqa/dt)| per second, one value for all actuators or one each "
+        "[actuator units/s²]: the moves, streamed references and trajectories are shaped "
+        "within it (default: qa_rate / 0.1 s)", gt=0)
     sensor_hold: float = setting(0.05, "number", "no sensor frame for this long: hold the last "
                                  "setpoint [s]", gt=0)
     sensor_fault: float = setting(0.5, "number", "no sensor frame for this long: fault "

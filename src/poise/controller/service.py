@@ -125,7 +125,8 @@ class Controller(ControllerFace):
                               f"task_dim = {self.model.task_dim}")
         lim = config.limits
         self.limits = SafetyLimits.build(self.model.m, self.model.qa_min, self.model.qa_max,
-                                         lim.qa_min, lim.qa_max, lim.qa_rate)
+                                         lim.qa_min, lim.qa_max, lim.qa_rate,
+                                         qa_accel=lim.qa_accel)
         #: The cycle's computation (pure; see poise.motion.step).
         self.step = ControlStep(self.model, self.limits, self.period,
                                 effort_feedforward=config.loop.effort_feedforward,
@@ -270,7 +271,8 @@ class Controller(ControllerFace):
                 lim = self.config.limits
                 self.limits = self.step.limits = SafetyLimits.build(
                     self.model.m, self.model.qa_min, self.model.qa_max, lim.qa_min,
-                    lim.qa_max, lim.qa_rate, list(info.qa_min), list(info.qa_max))
+                    lim.qa_max, lim.qa_rate, list(info.qa_min), list(info.qa_max),
+                    qa_accel=lim.qa_accel)
             except (DeviceError, ControllerError, ValueError, OSError) as exc:
                 _teardown(self)
                 self._sm.to(State.FAULT, f"connect failed: {exc}")

@@ -54,7 +54,7 @@ class SimulatedLoop:
         m = self.model
         lim = config.limits
         self.limits = SafetyLimits.build(m.m, m.qa_min, m.qa_max, lim.qa_min, lim.qa_max,
-                                         lim.qa_rate)
+                                         lim.qa_rate, qa_accel=lim.qa_accel)
         factory, self.kernels = stepper_factory(m, config.loop.compiled)
         # the command written after a sample acts from that sample on: no delay
         self.step = ControlStep(m, self.limits, self.period,

@@ -17,21 +17,47 @@ import numpy as np
 from poise.models.base import FloatArray
 
 
+#: Without a configured acceleration limit, an actuator may reach its rate limit in this
+#: long [s]: ``qa_accel = qa_rate / RAMP_S``.
+RAMP_S = 0.1
+
+
 @dataclass(frozen=True)
 class SafetyLimits:
-    """Actuator limits [actuator units] and rate limits [actuator units/s] (``inf``: none)."""
+    """Actuator limits [actuator units], rate limits [actuator units/s] and acceleration
+    limits [actuator units/s²] (``inf``: none).
+
+    The position and rate limits are enforced on every setpoint (:func:`limit_setpoint`); the
+    acceleration limit is what the profiles of moves, streamed references and trajectories
+    are made within (:mod:`poise.motion.streaming`, :mod:`poise.motion.trajectory`). Default:
+    ``qa_rate / RAMP_S``.
+    """
 
     qa_min: FloatArray
     qa_max: FloatArray
     qa_rate: FloatArray
+    qa_accel: FloatArray | None = None
+
+    def __post_init__(self) -> None:
+        if self.qa_accel is None:
+            object.__setattr__(self, "qa_accel",
+                               np.asarray(self.qa_rate, dtype=float) / RAMP_S)
+
+    @property
+    def accel(self) -> FloatArray:
+        """The acceleration limits (m,) [actuator units/s²] (``inf``: none)."""
+        assert self.qa_accel is not None
+        return self.qa_accel
 
     @classmethod
     def build(cls, m: int, model_min: FloatArray, model_max: FloatArray,
               qa_min: Sequence[float] | None, qa_max: Sequence[float] | None,
               qa_rate: Sequence[float] | None,
               device_min: Sequence[float] | None = None,
-              device_max: Sequence[float] | None = None) -> SafetyLimits:
-        """Intersect the configured, model and device limits; one value broadcasts to all.
+              device_max: Sequence[float] | None = None,
+              qa_accel: Sequence[float] | None = None) -> SafetyLimits:
+        """Intersect the configured, model and device limits; one value broadcasts to all
+        (``qa_accel`` None: ``qa_rate / RAMP_S``).
 
         Raises:
             ValueError: a vector of the wrong length, or min > max after intersecting.
@@ -56,14 +82,16 @@ class SafetyLimits:
         if np.any(lo > hi):
             raise ValueError(f"limits: qa_min {lo.tolist()} > qa_max {hi.tolist()} after "
                              "intersecting the configured, model and device limits")
-        return cls(lo, hi, vec(qa_rate, math.inf, "qa_rate"))
+        rate = vec(qa_rate, math.inf, "qa_rate")
+        accel = rate / RAMP_S if qa_accel is None else vec(qa_accel, math.inf, "qa_accel")
+        return cls(lo, hi, rate, accel)
 
     def as_dict(self) -> dict[str, list[float | None]]:
         def out(a):
             return [None if math.isinf(x) else float(x) for x in a]
 
         return {"qa_min": out(self.qa_min), "qa_max": out(self.qa_max),
-                "qa_rate": out(self.qa_rate)}
+                "qa_rate": out(self.qa_rate), "qa_accel": out(self.accel)}
 
 
 def limit_setpoint(limits: SafetyLimits, qa_prev: FloatArray, qa: FloatArray, dt: float
