@@ -16,7 +16,6 @@ import numpy as np
 
 from poise.models.base import FloatArray
 
-
 #: Without a configured acceleration limit, an actuator may reach its rate limit in this
 #: long [s]: ``qa_accel = qa_rate / RAMP_S``.
 RAMP_S = 0.1
