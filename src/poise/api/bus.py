@@ -79,7 +79,8 @@ class Event:
 
     Attributes:
         t: host monotonic time [s].
-        kind: ``"state"``, ``"param"``, ``"command"``, ``"fault"``, ``"info"``.
+        kind: ``"state"``, ``"param"``, ``"command"``, ``"fault"``, ``"info"``,
+            ``"trajectory"`` (accepted, progress, done, aborted: ``{"status", "id", …}``).
         data: JSON-ready details (for ``state``: ``{"from", "to", "cause"}``).
     """
 
@@ -105,6 +106,9 @@ class Command:
             (``Controller.estops``), or None. A stamped command is refused if a later e-stop
             latched before it took effect: nothing received before an e-stop can undo it,
             wherever it waited.
+        stream: a ``target`` taken as a sample of a moving reference (True), as a target to
+            move to and hold (False), or as ``[loop] targets`` says (None).
+        t: a streamed ``target``'s time on the sender's clock [s] (None: when it arrives).
     """
 
     name: str
@@ -112,6 +116,8 @@ class Command:
     id: str = ""
     source: str = "api"
     estops: int | None = None
+    stream: bool | None = None
+    t: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,15 @@ COMMAND_NAMES = (
     "run",        # value: "start" | "stop"
     "estop",      # value: anything (latches the e-stop)
     "clear",      # value: anything (clears a latched fault or e-stop, then re-arms on start)
+    "reference",  # value: time-stamped samples of a streamed reference (check_reference)
+    "trajectory",  # value: waypoints with times (poise.motion.trajectory), or "stop"
 )
+#: How a ``target`` command is taken (``[loop] targets``; a command's ``stream`` flag
+#: overrides it): ``move``: planned, the arm moves to it and holds it; ``stream``: a sample
+#: of a moving reference, followed cycle by cycle (:mod:`poise.motion.streaming`).
+TARGET_MODES = ("move", "stream")
+#: Most samples in one ``reference`` command.
+MAX_REFERENCE_SAMPLES = 1000
 #: Held-configuration algorithms and the classic baseline the loop can run.
 ALGORITHMS = ("alg1", "alg2", "plain")
 #: Actuator updates of Algorithm 1 (see :func:`poise.ik.held.algorithm1_step`).
@@ -210,6 +218,46 @@ def check_target(value: Any, task_dim: int | None, reach: float | None = None,
     return out
 
 
+def check_reference(value: Any, task_dim: int | None, reach: float | None = None
+                    ) -> list[tuple[float, list[float], list[float] | None]]:
+    """The samples of a ``reference`` command as ``(t, x, v or None)``: a list (or
+    ``{"samples": [...]}``) of ``{"t": s, "x": [...], "v": [...]}`` objects or of
+    ``[t, x0, x1, ...]`` rows; times [s, the sender's clock] strictly increasing, each ``x``
+    a target (:func:`check_target`), ``v`` [task units/s] finite; at most
+    :data:`MAX_REFERENCE_SAMPLES`."""
+    if isinstance(value, dict) and "samples" in value:
+        value = value["samples"]
+    if not isinstance(value, list | tuple) or not value:
+        raise RuleError("reference", value, 'must be a non-empty list of samples '
+                        '{"t": s, "x": [...]} or [t, x0, ...] rows')
+    if len(value) > MAX_REFERENCE_SAMPLES:
+        raise RuleError("reference", f"{len(value)} samples",
+                        f"at most {MAX_REFERENCE_SAMPLES} per command")
+    out: list[tuple[float, list[float], list[float] | None]] = []
+    for i, sample in enumerate(value):
+        where = f"reference[{i}]"
+        if isinstance(sample, dict):
+            if "t" not in sample or "x" not in sample:
+                raise RuleError(where, sample, 'must have "t" [s] and "x"')
+            t, x, v = sample["t"], sample["x"], sample.get("v")
+        elif isinstance(sample, list | tuple) and len(sample) >= 2:
+            t, x, v = sample[0], list(sample[1:]), None
+        else:
+            raise RuleError(where, sample, 'must be {"t": s, "x": [...]} or [t, x0, ...]')
+        t = _finite(t, f"{where}.t")
+        if out and not t > out[-1][0]:
+            raise RuleError(f"{where}.t", t, f"must be later than the sample before "
+                            f"({out[-1][0]:g} s)")
+        xs = check_target(x, task_dim, reach, what=f"{where}.x")
+        vs = None if v is None else [
+            _finite(c, f"{where}.v[{k}]") for k, c in enumerate(
+                v if isinstance(v, list | tuple) else [v])]
+        if vs is not None and len(vs) != len(xs):
+            raise RuleError(f"{where}.v", v, f"must have {len(xs)} components, like x")
+        out.append((t, xs, vs))
+    return out
+
+
 __all__ = [
     "ALGORITHMS",
     "AUTO",
@@ -218,6 +266,7 @@ __all__ = [
     "GAIN_KEYS",
     "MAX_DURATION",
     "MAX_RATE",
+    "MAX_REFERENCE_SAMPLES",
     "MIN_RATE",
     "MODES",
     "PACINGS",
@@ -225,6 +274,7 @@ __all__ = [
     "PROTOCOLS",
     "RUN_VALUES",
     "SHAPERS",
+    "TARGET_MODES",
     "UPDATES",
     "RuleError",
     "check_choice",
@@ -233,6 +283,7 @@ __all__ = [
     "check_gain_bound",
     "check_gains",
     "check_rate",
+    "check_reference",
     "check_target",
     "split_device",
     "target_bound",

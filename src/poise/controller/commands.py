@@ -7,16 +7,26 @@ life cycle; ``target``, ``gains``, ``algorithm`` and ``mode`` build new
 :class:`~poise.motion.motion_planner.MotionPlanner`: plan, parameters at the target, the move
 chosen on the model) outside every lock, then swap them in under the parameter lock, atomic
 with the e-stop latch. Every command is answered and recorded as a ``command`` event.
+
+A streamed ``target`` (its ``stream`` flag, or ``[loop] targets = "stream"``) and a
+``reference`` are samples of a moving reference (:mod:`poise.motion.streaming`): no plan, no
+new parameters; while running they go into the stream the control step follows (begun at
+the first, where the arm is), stamped with the stream's time, and are answered at once. Only
+the first sample of a stream and refusals are recorded as events: the samples themselves
+are in every cycle record (its ``target``).
 """
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from poise.api.bus import COMMAND_NAMES, ESTOP_CANCELLED, Command, CommandResponse
+from poise.api.rules import RuleError, check_reference
 from poise.api.state import State
+from poise.motion.live import actuator_map, begin_stream, clamp_status
 from poise.motion.motion_planner import MotionPlanner, MotionState, Move
 from poise.motion.options import MotionOptions
 from poise.motion.params import (
@@ -29,9 +39,18 @@ from poise.motion.params import (
     with_plan,
 )
 from poise.motion.planner import TargetPlan, UnstableTarget
+from poise.motion.streaming import Following
+
+#: A stream's filter maps the actuator limits into task space through the held Jacobian at
+#: q̄, recomputed by the command thread at most this often [s].
+MAP_REFRESH_S = 0.05
 
 if TYPE_CHECKING:
     from poise.controller.service import Controller
+
+
+#: The answer's reason to the sample that began a stream.
+STREAM_BEGUN = "stream started"
 
 
 def ok(cmd: str, reason: str = "", cid: str = "") -> CommandResponse:
@@ -67,6 +86,15 @@ class CommandRoom:
         self.planner = MotionPlanner(service.model, service.limits,
                                      MotionOptions.from_config(cfg, delay=service.step.delay),
                                      service.step.stepper_factory)
+        #: ``[loop] targets``: targets are streamed samples unless a command says otherwise.
+        self.stream_targets = cfg.loop.targets == "stream"
+        #: The stream being fed: its following, and the offset from the sender's clock to
+        #: the stream's time [s] (fixed by its first time-stamped sample).
+        self._stream: Following | None = None
+        self._offset: float | None = None
+        self._mapped_at = -1e9
+        #: Why the arm is held back from the streamed reference ('' when it is not).
+        self.clamp_note = ""
 
     def submit(self, command: Command,
                prepared: TargetPlan | ParamError | None = None) -> CommandResponse:
@@ -85,9 +113,18 @@ class CommandRoom:
             except ParamError as exc:
                 resp = no(name, str(exc), cid)
         resp = CommandResponse(cid, name, resp.accepted, resp.reason)
-        s.announce("command", name=name, value=jsonable(value), id=cid,
-                   source=command.source, accepted=resp.accepted, reason=resp.reason)
+        if not (resp.accepted and self.is_stream(command) and resp.reason != STREAM_BEGUN):
+            s.announce("command", name=name, value=jsonable(value), id=cid,
+                       source=command.source, accepted=resp.accepted, reason=resp.reason)
         return resp
+
+    def is_stream(self, command: Command) -> bool:
+        """A streamed sample: a ``reference``, or a ``target`` streamed by its flag or by
+        ``[loop] targets``."""
+        if command.name == "reference":
+            return True
+        return command.name == "target" and (
+            command.stream if command.stream is not None else self.stream_targets)
 
     def _apply(self, c: Command, prepared: TargetPlan | ParamError | None = None
                ) -> CommandResponse:
@@ -102,6 +139,8 @@ class CommandRoom:
             return s.estop(f"{c.source} e-stop")
         if c.name == "clear":
             return s.clear(f"{c.source} clear", since=c.estops)
+        if self.is_stream(c) and (c.name == "reference" or s.state == State.RUNNING):
+            return self._stream_samples(c)
         cycle = s.cycle
         # the new parameters are derived outside the lock (their stability bounds take
         # milliseconds; a target's offline solves run here too); under it, again only if
@@ -145,6 +184,77 @@ class CommandRoom:
         choose = prepared is None and s.state == State.RUNNING and stepper is not None
         return self._planner().move(plan, MotionState(
             p, move_from=stepper.q_bar if choose and stepper is not None else None))
+
+    def _stream_samples(self, c: Command) -> CommandResponse:
+        """A streamed ``target`` or a ``reference``: its samples into the stream the step
+        follows (begun where the arm is at the first), stamped with the stream's time: a
+        sample's own time ``t`` (the sender's clock) moved by the offset its stream's first
+        stamped sample fixed; one without, the time it arrives."""
+        s = self.service
+        if s.state != State.RUNNING:
+            raise ParamError(f"{c.name}: a streamed reference needs the loop running "
+                             f"(state {s.state.value}); send 'run start' first")
+        if c.name == "reference":
+            try:
+                samples = check_reference(c.value, s.model.task_dim, s.reach)
+            except RuleError as exc:
+                raise ParamError(str(exc)) from None
+        else:
+            samples = [(c.t, parse_target(c.value, s.model.task_dim, s.reach).tolist(), None)]
+        begun = ""
+        with s.param_lock:  # atomic with the e-stop latch
+            if s.state != State.RUNNING:
+                raise ParamError(f"e-stop or stop while the {c.name} was being applied")
+            if self.estopped_since(c.estops):
+                raise ParamError(ESTOP_CANCELLED)
+            step = s.step
+            following = step.following
+            if following is None or following is not self._stream:
+                following = self._stream = begin_stream(step, c.id)
+                self._offset, self._mapped_at, begun = None, time.monotonic(), STREAM_BEGUN
+            now = step.source_time
+            assert now is not None
+            source = following.source
+            late = 0
+            for t, x, v in samples:
+                if t is None:
+                    stamp = now
+                else:
+                    if self._offset is None:
+                        self._offset = now - t
+                    stamp = t + self._offset
+                late += not source.push(stamp, x, v)  # type: ignore[call-arg]
+        if begun:
+            s.announce("info", code="stream_started", command=c.name, id=c.id)
+        self._refresh(following)
+        if late:
+            return ok(c.name, f"{late} of {len(samples)} samples not newer than the stream's "
+                              "newest: dropped")
+        return ok(c.name, begun)
+
+    def _refresh(self, following: Following) -> None:
+        """Keep the stream's filter limits current (the held Jacobian at q̄, at most every
+        :data:`MAP_REFRESH_S`) and say when the arm starts or stops being held back from the
+        reference (the state's ``target`` is then ``clamped``)."""
+        s = self.service
+        stepper = s.step.stepper
+        if stepper is None:
+            return
+        q_bar = np.array(stepper.q_bar, dtype=float)
+        now = time.monotonic()
+        if now - self._mapped_at >= MAP_REFRESH_S and following.filter is not None:
+            self._mapped_at = now
+            following.filter.set_actuator_map(actuator_map(s.model, q_bar))
+        qa = s.cycle.last.get("qa_ref")
+        if qa is None:
+            return
+        lim = s.limits
+        note = clamp_status(s.model, following, q_bar, np.asarray(qa), lim.qa_min,
+                            lim.qa_max, s.config.algorithm.tolerance, s.reach)
+        if bool(note) != bool(self.clamp_note):
+            s.announce("info", code="reference_clamped" if note else "reference_free",
+                       text=note or "the arm follows the reference again")
+        self.clamp_note = note
 
     def _derive(self, c: Command, p: LiveParams) -> LiveParams:
         """The parameters after a ``gains``, ``algorithm`` or ``mode`` command, checked:
@@ -197,10 +307,11 @@ class CommandRoom:
     def adopt(self, plan: TargetPlan) -> None:
         """Make ``plan`` current: the loop moves the actuators to its goal, then runs the IK."""
         self.service.step.adopt(plan)
+        self._stream, self.clamp_note = None, ""
         if not plan.reachable:
             self.service.announce("info", code="target_unreachable",
                                   target=plan.target.tolist(), error=plan.error,
                                   text=plan.note())
 
 
-__all__ = ["CommandRoom", "jsonable", "no", "ok"]
+__all__ = ["STREAM_BEGUN", "CommandRoom", "jsonable", "no", "ok"]

@@ -112,6 +112,7 @@ def _loop(t: TableReader) -> LoopConfig:
         rate=_rate(t), mode=t.get("mode"), pacing=t.get("pacing"),
         effort_feedforward=t.get("effort_feedforward"), shaper=t.get("shaper"),
         follow_model=t.get("follow_model"), choose_move=t.get("choose_move"),
+        targets=t.get("targets"),
         switch_interval=t.get("switch_interval"),
         compiled=t.get("compiled"),
         priority=t.get("priority"), process=t.get("process"),

@@ -26,6 +26,7 @@ from poise.api.rules import (
     PACINGS,
     PROCESSES,
     SHAPERS,
+    TARGET_MODES,
     UPDATES,
     ZETA_SHAPED,
 )
@@ -114,6 +115,12 @@ class LoopConfig:
         "(poise.motion.dwell): the one whose predicted response settles "
         "first (a few seconds of planning; poise.motion.reference); false: "
         "the configured shaper at full speed")
+    targets: str = setting(
+        "move", "string", "how a target command is taken (a command's \"stream\" flag "
+        "overrides it): move: planned, the arm moves to it and holds it; stream: a sample "
+        "of a moving reference, followed cycle by cycle with feedforward of its velocity "
+        "through a filter within the actuator limits (poise.motion.streaming)",
+        choices=TARGET_MODES)
     switch_interval: float = setting(
         2e-4, "number", "sys.setswitchinterval while the loop runs [s]: how long another "
         "Python thread may hold the GIL before the loop thread gets it; 0 leaves it", ge=0,

@@ -45,6 +45,7 @@ from poise.models.actuation import join, split
 from poise.models.base import MechanicalModel
 from poise.motion.params import LiveParams
 from poise.motion.step import ControlStep, StepFault
+from poise.motion.streaming import Following
 
 if TYPE_CHECKING:
     from poise.controller.faults import FaultLatch
@@ -257,6 +258,9 @@ class Cycle:
         last = self.last
         if qa_ref:
             self.step.look_ahead()
+            following = self.step.following
+            if following is not None and following.kind == "trajectory":
+                self._trajectory_progress(following)
             latency = t_sent - sample.host_time
             self.writes.wrote(t_sent)
             self.timing_stats.record(period * 1e6, lateness * 1e6, (t_sent - t0) * 1e6,
@@ -285,9 +289,35 @@ class Cycle:
             for sub in subs:
                 sub.put(cs)
 
+    def _trajectory_progress(self, following: Following) -> None:
+        """A trajectory's ``trajectory`` events: its progress at every tenth of its duration,
+        and at its end ``done``: the live target becomes its last point (held by the IK from
+        the next cycle) and the step stops following it."""
+        t = self.step.source_time
+        duration = following.duration
+        if t is None or not duration > 0:
+            return
+        fraction = min(1.0, max(0.0, (t - self.period) / duration))
+        tenth = int(fraction * 10 + 1e-9)
+        if tenth > following.reported and fraction < 1.0:
+            following.reported = tenth
+            self.hub.announce("trajectory", status="running", id=following.ident,
+                              progress=tenth / 10, t=round(t - self.period, 6))
+        if fraction >= 1.0:
+            with self.param_lock:
+                self.params = replace(self.params, target=following.x_d.copy())
+                if self.step.following is following:
+                    self.step.following = None
+            self.hub.announce("trajectory", status="done", id=following.ident, progress=1.0,
+                              t=round(t - self.period, 6), target=following.x_d.tolist())
+
     def _target_tuple(self, p: LiveParams) -> tuple[float, ...]:
         """``p.target`` as a tuple of floats, converted once per parameter set (commands
-        replace the :class:`LiveParams`, never change it)."""
+        replace the :class:`LiveParams`, never change it); while a moving reference is
+        followed, its value this cycle x_d (what the record compares the arm with)."""
+        following = self.step.following
+        if following is not None and following.x_d.size:
+            return tuple(following.x_d.tolist())
         cached = self._target_cache
         if cached[0] is not p:
             cached = self._target_cache = (p, tuple(np.asarray(p.target, float).tolist()))

@@ -11,7 +11,9 @@ MQTT (and anything else that receives commands in bulk) hands each :class:`Comma
   worker thread. A command of the same kind as one still waiting replaces it (the newest
   target, algorithm or mode wins; a ``gains`` command replaces a waiting one whose keys it
   covers); the replaced one is answered "superseded". ``run`` and ``clear`` keep their order
-  and are never merged. A full queue answers "busy".
+  and are never merged, nor are the samples of a streamed reference (a ``reference``, a
+  streamed ``target``: each is a sample in its place, applied in microseconds). A full queue
+  answers "busy".
 
 Every posted command gets exactly one :class:`CommandResponse`, through the ``reply``
 callback given with it (called from the worker or the caller's thread).
@@ -59,11 +61,15 @@ class CommandDispatcher:
     Args:
         execute: applies one command and returns its answer (``Controller.submit``).
         max_pending: most commands waiting; one more is answered "busy".
+        stream_targets: targets without a ``stream`` flag are streamed samples
+            (``[loop] targets = "stream"``): never coalesced.
     """
 
     def __init__(self, execute: Callable[[Command], CommandResponse], *,
-                 max_pending: int = MAX_PENDING) -> None:
+                 max_pending: int = MAX_PENDING, stream_targets: bool = False) -> None:
         self._execute = execute
+        #: ``[loop] targets = "stream"``: a target without a ``stream`` flag is a sample.
+        self.stream_targets = stream_targets
         self.max_pending = max_pending
         self.stats = DispatchStats()
         self._pending: collections.deque[tuple[Command, Reply]] = collections.deque()
@@ -97,7 +103,7 @@ class CommandDispatcher:
                 answer.append((command, reply, "service stopping: command not applied"))
             else:
                 for i, (old, old_reply) in enumerate(self._pending):
-                    if _replaces(command, old):
+                    if _replaces(command, old, self.stream_targets):
                         del self._pending[i]
                         self.stats.superseded += 1
                         answer.append((old, old_reply, f"superseded by a newer {old.name} "
@@ -175,9 +181,13 @@ class CommandDispatcher:
             reply(self._run(command))
 
 
-def _replaces(new: Command, old: Command) -> bool:
-    """Whether ``new`` makes the waiting ``old`` pointless (same kind, newest wins)."""
+def _replaces(new: Command, old: Command, stream_targets: bool = False) -> bool:
+    """Whether ``new`` makes the waiting ``old`` pointless (same kind, newest wins; never a
+    streamed sample, nor one replaced by it)."""
     if new.name != old.name or new.name not in COALESCING:
+        return False
+    if new.name == "target" and any(
+            c.stream if c.stream is not None else stream_targets for c in (new, old)):
         return False
     if new.name == "gains":
         return isinstance(new.value, dict) and isinstance(old.value, dict) and \

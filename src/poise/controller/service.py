@@ -147,7 +147,8 @@ class Controller(ControllerFace):
                            lim.sensor_hold)
         self.timing_stats = self.cycle.timing_stats
         self.commands = CommandRoom(self)
-        self.dispatcher = CommandDispatcher(self.submit)
+        self.dispatcher = CommandDispatcher(
+            self.submit, stream_targets=config.loop.targets == "stream")
         #: Called in the loop thread with every cycle's record (the real-time process writes
         #: it into its shared-memory ring there: no thread hand-over); must never block.
         self.cycle_sink: Callable[[CycleSample], None] | None = None
@@ -179,13 +180,21 @@ class Controller(ControllerFace):
     @property
     def target_status(self) -> str:
         """``reachable``, ``unreachable`` (the arm goes as close as it can) or ``""`` (not
-        checked: fully actuated robots, or no target yet)."""
+        checked: fully actuated robots, or no target yet); while a moving reference is
+        followed, its kind (``stream``, ``trajectory``), or ``clamped`` when the arm is held
+        back from it (:attr:`target_note` says why)."""
+        following = self.step.following
+        if following is not None:
+            return "clamped" if self.commands.clamp_note else following.kind
         plan = self.step.plan
         return "" if plan is None or plan.q_goal is None else plan.status
 
     @property
     def target_note(self) -> str:
-        """Why the target is unreachable ('' otherwise)."""
+        """Why the target is unreachable, or why the arm is held back from a streamed
+        reference ('' otherwise)."""
+        if self.step.following is not None:
+            return self.commands.clamp_note
         plan = self.step.plan
         return "" if plan is None else plan.note()
 

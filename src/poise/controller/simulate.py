@@ -11,6 +11,7 @@ studies use it; the real-time service adds the device, pacing, states and teleme
     loop = SimulatedLoop(load_config(resolve_config("soft_arm_soft")))  # poise.examples
     loop.start()                        # arm: bumpless from the measured q, plan the target
     errors = loop.run(20.0)             # measured task error per cycle [task units]
+    loop.stream(x, t=loop.time)         # a streamed reference sample (poise.motion.streaming)
     loop.stop()                         # disarm: the actuators hold
     tips = loop.hold(2.0)               # measured task values while held
 """
@@ -23,6 +24,7 @@ from poise.controller.config import Config, ControllerModel, build_model
 from poise.devices.base import Status
 from poise.devices.inprocess import SimulatedDevice
 from poise.models.base import FloatArray
+from poise.motion.live import begin_stream
 from poise.motion.motion_planner import MotionPlanner
 from poise.motion.options import MotionOptions
 from poise.motion.params import LiveParams
@@ -67,6 +69,8 @@ class SimulatedLoop:
         self.params = LiveParams.from_config(
             config, np.asarray(target if target is not None else m.fk(self.measured())))
         self.time = 0.0
+        #: The loop time [s] at which the followed reference's time is 0.
+        self.source_origin = 0.0
         self.last: StepOutput | None = None
         self.device.disarm()
 
@@ -90,6 +94,20 @@ class SimulatedLoop:
         step.adopt(move.plan)
         self.params = move.params
         return move.note()
+
+    def stream(self, x: FloatArray, *, t: float | None = None,
+               v: FloatArray | None = None) -> bool:
+        """A sample of a streamed reference: ``x`` [task units] at simulated time ``t`` [s]
+        (default: the next cycle's), with its velocity ``v`` when known. The first sample
+        begins the stream where the arm is (:func:`~poise.motion.live.begin_stream`); a
+        :meth:`set_target` ends it. False: the sample was older than the newest."""
+        step = self.step
+        following = step.following
+        if following is None or following.kind != "stream":
+            following = begin_stream(step)
+            self.source_origin = self.time
+        stamp = self.time if t is None else t
+        return following.source.push(stamp - self.source_origin, x, v)  # type: ignore[call-arg]
 
     def start(self) -> None:
         """Arm: the actuators follow setpoints; the step restarts from the measured q and the

@@ -32,6 +32,7 @@ from poise.motion.planner import TargetPlan, approach_move
 from poise.motion.safety import SafetyLimits, all_finite, limit_setpoint
 from poise.motion.shaping import ShapedMove
 from poise.motion.stepper import Stepper, make_stepper
+from poise.motion.streaming import LEAD_GAIN, Following
 
 if TYPE_CHECKING:
     from poise.kernels.packed import PackedModel
@@ -171,6 +172,10 @@ class ControlStep:
         #: ``(p, p with target = that row)``, made once per p (the row changes in place).
         self._aim = np.zeros(model.task_dim)
         self._aiming: tuple[LiveParams, LiveParams] | None = None
+        #: A reference followed cycle by cycle (a stream or a trajectory; None: the target),
+        #: and the cycles counted since the step was made (its time base).
+        self.following: Following | None = None
+        self._cycles = 0
 
     def make_plan(self, target: FloatArray, q_measured: FloatArray | None,
                   tol: float, params: LiveParams | None = None) -> TargetPlan:
@@ -204,6 +209,8 @@ class ControlStep:
         self.plan = plan
         self.goal = plan.qa_goal if plan.approach else None
         self.reference, self._reference_plan = None, None
+        self.following = None
+        self._aiming = None
         if plan.reference is not None:
             self.follow(plan, plan.reference)
 
@@ -223,6 +230,24 @@ class ControlStep:
                              f"{self.model.task_dim})")
         self.reference, self._reference_plan = rows, plan
         return True
+
+    def follow_source(self, following: Following) -> None:
+        """Follow a moving reference from the next cycle on (a stream or a trajectory,
+        :mod:`poise.motion.streaming`): the IK aims each cycle at its lead point, with no
+        move to a planned goal (one under way ends where it is) and no predicted response.
+        A new plan (:meth:`adopt`) or a restart (:meth:`reset`) ends it."""
+        following.start_cycle = self._cycles
+        self.following = following
+        self.goal = None
+        self.reference, self._reference_plan = None, None
+        self._aiming = None
+
+    @property
+    def source_time(self) -> float | None:
+        """The followed reference's time at the next cycle [s]; None when none is followed
+        (what a sample arriving now is stamped with)."""
+        f = self.following
+        return None if f is None else f.time(self._cycles + 1)
 
     @property
     def reference_seconds(self) -> float | None:
@@ -258,10 +283,19 @@ class ControlStep:
                 "predicted_settle_s": plan.settle_s}
 
     def _aimed(self, p: LiveParams, fb: bool, moving: bool) -> LiveParams:
-        """The parameters the IK steps with this cycle: ``p``, or in feedback after the
-        move, while ``p`` aims at the plan's target, a copy whose target is this cycle's
-        reference row (written in place into one array that the copy holds, so following
-        costs no allocation per cycle)."""
+        """The parameters the IK steps with this cycle: ``p``; while a moving reference is
+        followed (:meth:`follow_source`), a copy aimed at its lead point; or in feedback
+        after the move, while ``p`` aims at the plan's target, a copy whose target is this
+        cycle's reference row. The aim is written in place into one array that the copy
+        holds, so following costs no allocation per cycle."""
+        following = self.following
+        if following is not None and not moving:
+            aiming = self._aiming
+            if aiming is None or aiming[0] is not p:
+                aiming = self._aiming = (p, replace(p, target=self._aim))
+            following.aim(self._cycles, float(getattr(p, LEAD_GAIN.get(p.algorithm, "gamma"))),
+                          self._aim)
+            return aiming[1]
         rows, plan = self.reference, self.plan
         i = self._move_cycle
         if (not fb or moving or rows is None or plan is None or self._reference_plan is not plan
@@ -304,8 +338,9 @@ class ControlStep:
         return proposed
 
     def _begin(self, stepper: Stepper) -> FloatArray | None:
-        """A cycle's first step: count the move's cycles, and the approach setpoint
+        """A cycle's first step: count the cycles and the move's, and the approach setpoint
         (:meth:`_approach`)."""
+        self._cycles += 1
         self._move_cycle += 1
         return self._approach(stepper, self.period)
 
@@ -389,7 +424,8 @@ class ControlStep:
         """
         stepper: Any = self.stepper
         fb = p.mode == "fb"
-        approach = (self.goal, self._move_goal, self.move, self._move_time, self._move_cycle)
+        approach = (self.goal, self._move_goal, self.move, self._move_time, self._move_cycle,
+                    self._cycles)
         try:
             move_qa = self._begin(stepper)
             p = self._aimed(p, fb, move_qa is not None)
@@ -398,11 +434,11 @@ class ControlStep:
                 buffers, data)
         except BaseException:
             (self.goal, self._move_goal, self.move, self._move_time,
-             self._move_cycle) = approach
+             self._move_cycle, self._cycles) = approach
             raise
         if outcome != stepper.WIRE_OK:  # update() will take this cycle: as if not begun
             (self.goal, self._move_goal, self.move, self._move_time,
-             self._move_cycle) = approach
+             self._move_cycle, self._cycles) = approach
             return outcome
         if g_status & stepper.HELD:
             self.windup_holds += 1
@@ -417,7 +453,9 @@ class ControlStep:
                           x_used, x_meas, stepper.q_bar, stepper.residual)
 
     def reset(self, q: FloatArray, algorithm: str) -> None:
-        """Bumpless (re)start from the measured configuration ``q``."""
+        """Bumpless (re)start from the measured configuration ``q`` (a followed reference
+        ends)."""
+        self.following = None
         stepper = self.stepper_factory(algorithm, self.model)
         stepper.reset(np.asarray(q, dtype=float), self.limits.qa_min, self.limits.qa_max)
         self.stepper = stepper

@@ -4,10 +4,12 @@ This is the edge check (JSON, types, shapes, ranges that need no controller stat
 on the controller's state (may we start now? is that algorithm loaded?) is decided by the
 controller's ``submit``. Either way every command gets exactly one :class:`CommandResponse`.
 
-Payload: ``{"id": "abc", "value": ...}``; any other JSON value (or an object with neither an
-``"id"`` nor a ``"value"`` key, such as a bare ``gains`` object) is taken as a bare value with an
-empty id. ``estop`` and ``clear`` accept an empty payload or ``{"id": "abc"}`` alone (answered
-with that id); any other command's ``{"id": ...}`` without a ``"value"`` is refused, with its id.
+Payload: ``{"id": "abc", "value": ...}`` (a ``target`` may add ``"stream": true`` and its
+time ``"t"`` [s], :class:`~poise.api.bus.Command`); any other JSON value (or an object with
+neither an ``"id"`` nor a ``"value"`` key, such as a bare ``gains`` object) is taken as a bare
+value with an empty id. ``estop`` and ``clear`` accept an empty payload or ``{"id": "abc"}``
+alone (answered with that id); any other command's ``{"id": ...}`` without a ``"value"`` is
+refused, with its id.
 """
 
 from __future__ import annotations
@@ -83,9 +85,32 @@ def validate(name: str, value: Any, limits: Limits = Limits()) -> Any:
             return rules.check_choice(value, rules.MODES, "mode")
         if name == "run":
             return rules.check_choice(value, rules.RUN_VALUES, "run")
+        if name == "reference":
+            rules.check_reference(value, limits.task_dim, limits.reach)
+            return value
+        if name == "trajectory" and not isinstance(value, dict | list | str):
+            raise Refused('trajectory: must be {"points": [{"t": s, "x": [...]}, ...]}, '
+                          '{"t": [...], "x": [[...], ...]}, a list of [t, x0, ...] rows, '
+                          'or "stop"')
     except rules.RuleError as exc:
         raise Refused(str(exc)) from None
     return value  # estop, clear: any value
+
+
+def _stream_options(name: str, doc: Any) -> tuple[bool | None, float | None]:
+    """A ``target`` payload's ``"stream"`` flag and ``"t"`` (the sender's time [s]) beside
+    its ``"value"``; None where absent."""
+    if name != "target" or not isinstance(doc, dict) or "value" not in doc:
+        return None, None
+    stream, stamp = doc.get("stream"), doc.get("t")
+    if stream is not None and not isinstance(stream, bool):
+        raise Refused(f"stream = {stream!r}: must be true or false")
+    if stamp is not None:
+        if isinstance(stamp, bool) or not isinstance(stamp, int | float) or \
+                not math.isfinite(stamp):
+            raise Refused(f"t = {stamp!r}: must be a finite number [s]")
+        stamp = float(stamp)
+    return stream, stamp
 
 
 def parse(name: str, payload: bytes, limits: Limits = Limits(),
@@ -118,7 +143,9 @@ def parse(name: str, payload: bytes, limits: Limits = Limits(),
             value = doc.get("value")
         else:
             value = doc
-        return Command(name=name, value=validate(name, value, limits), id=ident, source=source)
+        stream, stamp = _stream_options(name, doc)
+        return Command(name=name, value=validate(name, value, limits), id=ident, source=source,
+                       stream=stream, t=stamp)
     except UnicodeDecodeError:
         return CommandResponse(id=ident, command=name, accepted=False,
                                reason="malformed JSON: payload is not UTF-8")

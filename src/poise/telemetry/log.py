@@ -15,6 +15,8 @@ topic           schema                        fields
 ``/params``     ``poise.Params``              t, kind ("initial" | "change"), data
 ``/state``      ``poise.State``               t, from, to, cause
 ``/events``     ``poise.Event``               t, kind, data (commands, faults, info)
+``/trajectory`` ``poise.Trajectory``          t, status (accepted | running | done |
+                                              aborted), id, data (waypoints, progress)
 ``/scene``      ``foxglove.SceneUpdate``      the arm at q, at q̄, and the target (with a model)
 ``/tf``         ``foxglove.FrameTransforms``  world → poise_base (with a model)
 ==============  ============================  ============================================
@@ -105,6 +107,11 @@ SCHEMAS: dict[str, tuple[str, dict[str, Any]]] = {
         "cause": {"type": "string"}})),
     "/events": ("poise.Event", _schema("event", {
         "t": _num, "kind": {"type": "string"}, "data": {"type": "object"}})),
+    "/trajectory": ("poise.Trajectory", _schema("trajectory", {
+        "t": _num, "status": {"type": "string"}, "id": {"type": "string"},
+        "data": {"type": "object", "description": "accepted: its waypoints (t [s], x [task "
+                 "units]), duration and lead-in; running: progress (0–1) and t [s]; done, "
+                 "aborted: the target held after it"}})),
 }
 
 
@@ -150,13 +157,17 @@ def provenance() -> dict[str, Any]:
 
 def event_message(ev: Event) -> tuple[str, dict[str, Any]]:
     """The topic and payload of an event: ``/state`` (transitions), ``/params`` (accepted
-    changes) or ``/events`` (everything else)."""
+    changes), ``/trajectory`` (a trajectory's life) or ``/events`` (everything else)."""
     if ev.kind == "state":
         d = ev.data
         return "/state", {"t": ev.t, "from": str(d.get("from", "")), "to": str(d.get("to", "")),
                           "cause": str(d.get("cause", ""))}
     if ev.kind == "param":
         return "/params", {"t": ev.t, "kind": "change", "data": ev.data}
+    if ev.kind == "trajectory":
+        d = ev.data
+        return "/trajectory", {"t": ev.t, "status": str(d.get("status", "")),
+                               "id": str(d.get("id", "")), "data": d}
     return "/events", ev.as_dict()
 
 

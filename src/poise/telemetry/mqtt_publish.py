@@ -212,7 +212,7 @@ class TelemetryPublisher:
         if key != self._last_state:
             reason = self._reason()
             note = getattr(self.handler, "target_note", "")
-            if target == "unreachable" and isinstance(note, str) and note and \
+            if target in ("unreachable", "clamped") and isinstance(note, str) and note and \
                     state not in ("fault", "estop"):
                 reason = note  # why it is not where it was sent
             await client.publish(self.topics.state,

@@ -74,6 +74,7 @@ class RealtimeChild:
         self.urgent: Any = None
         self.last_params: object = None
         self.last_plan: object = self  # never a plan: the first flush sends it
+        self.last_status = ""
         self.last_estops = 0
         self.ring_errors = 0
         self.closed = False
@@ -120,11 +121,12 @@ class RealtimeChild:
                     self.last_params = p
                     self.up.send(ParamsChanged(p.as_dict()))
                 plan = ctl.step.plan
-                if plan is not self.last_plan:
-                    self.last_plan = plan
+                status = ctl.target_status
+                if plan is not self.last_plan or status != self.last_status:
+                    self.last_plan, self.last_status = plan, status
                     goal = None if plan is None or plan.q_goal is None else \
                         plan.q_goal.tolist()
-                    self.up.send(PlanChanged(ctl.target_status, ctl.target_note, goal,
+                    self.up.send(PlanChanged(status, ctl.target_note, goal,
                                              ctl.limits))
                 if extra is not None:
                     self.up.send(extra)

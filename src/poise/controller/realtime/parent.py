@@ -140,7 +140,8 @@ class RealtimeController(ChildMirror):
         #: Where target commands are planned (in this process, beside nothing real-time).
         self._planner = ParentPlanner(self, config, self.model, self.reach)
         #: Commands posted from outside (MQTT): queued, coalesced and planned here.
-        self.dispatcher = CommandDispatcher(self.submit)
+        self.dispatcher = CommandDispatcher(
+            self.submit, stream_targets=config.loop.targets == "stream")
         self._estop_line = EstopLine(self._child.estop, self._calls, self.dispatcher,
                                      lambda: self._dead)
         self._child.watch(self._message_handlers(),

@@ -62,10 +62,15 @@ class ParentPlanner:
         """A target's offline plan, from the newest cycle record's q̄ and q and the current
         plan's goal (as ``ControlStep.make_plan`` does in the child). None (the child plans)
         for other commands, or before the loop runs (nothing to disturb yet). A bad or
-        unstable target: the :class:`ParamError` the child answers with."""
+        unstable target: the :class:`ParamError` the child answers with. A streamed target is
+        never planned (None)."""
         mirror = self._mirror
         s = mirror._last_sample
         if command.name != "target" or mirror.state != State.RUNNING or s is None:
+            return None
+        streamed = command.stream if command.stream is not None else \
+            self._config.loop.targets == "stream"
+        if streamed:  # a sample of a moving reference: never planned
             return None
         from poise.motion.motion_planner import MotionState
         from poise.motion.params import ParamError, parse_target
