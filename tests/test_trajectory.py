@@ -1,12 +1,14 @@
 """Time-parametrised task-space trajectories (``poise.motion.trajectory``): waypoints load
 from every accepted shape and are refused with errors that say where; the spline is SciPy's
 clamped cubic spline and its velocity is its derivative; the shaped preview cancels its
-shaper's mode without lagging."""
+shaper's mode without lagging; the check before a trajectory starts accepts what the arm can
+follow and names the first waypoint at fault in what it cannot."""
 
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -15,6 +17,13 @@ from hypothesis import strategies as st
 from scipy.integrate import solve_ivp
 from scipy.interpolate import CubicSpline
 
+from poise.controller.config import build_model, load_config
+from poise.examples import resolve_config
+from poise.ik.held_common import held_jacobian
+from poise.ik.statics import solve_statics
+from poise.models.actuation import blocks, split
+from poise.motion.planner import plan_target
+from poise.motion.safety import SafetyLimits
 from poise.motion.shaping import Shaper
 from poise.motion.stability import Mode
 from poise.motion.trajectory import (
@@ -22,7 +31,10 @@ from poise.motion.trajectory import (
     Previewed,
     Trajectory,
     TrajectoryError,
+    TrajectoryRefused,
+    check_trajectory,
 )
+from poise.motion.trajectory_check import CHECK_STEP, MIN_GAP, sample_times
 
 # --- loading -------------------------------------------------------------------------------
 
@@ -261,3 +273,213 @@ def test_the_preview_of_a_slow_sine_does_not_lag():
     assert np.abs(previewed - x).max() <= 1.1 * second_order
     assert np.abs(previewed - x).max() < 0.005  # of a unit sine
     assert np.abs(lagging - x).max() > 10 * np.abs(previewed - x).max()
+
+
+# --- the check before a trajectory starts --------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def robots():
+    """``name -> (model, limits, rest q, period [s], tolerance)`` as the examples configure
+    them."""
+    out = {}
+    for name in ("double_pendulum", "soft_arm_stiff", "dancer"):
+        cfg = load_config(resolve_config(name))
+        model = build_model(cfg.model).model
+        limits = SafetyLimits.build(model.m, model.qa_min, model.qa_max, cfg.limits.qa_min,
+                                    cfg.limits.qa_max, cfg.limits.qa_rate)
+        rest = solve_statics(model, np.zeros(model.m), split(model, np.zeros(model.n))[1]).q
+        out[name] = (model, limits, rest, 1.0 / cfg.loop.rate, cfg.algorithm.tolerance)
+    return out
+
+
+def circle(centre, radius, period, turns=2.0, every=0.25):
+    """A circle of ``radius`` [m] about ``centre``, ``period`` [s] a turn, from its rightmost
+    point; waypoints ``every`` [s]."""
+    times = np.arange(0.0, turns * period + 1e-9, every)
+    angle = 2 * math.pi * times / period
+    return Trajectory(times, np.asarray(centre) + radius * np.stack(
+        [np.cos(angle), np.sin(angle)], axis=1))
+
+
+SOFT_CIRCLE = ((0.2, -0.9), 0.05, 10.0)  # about the example's target: 20 s, 2 turns
+
+
+def test_a_slow_circle_of_the_soft_arm_is_accepted_on_held_configurations(robots):
+    model, limits, rest, period, tol = robots["soft_arm_stiff"]
+    trajectory = circle(*SOFT_CIRCLE)
+    path = check_trajectory(trajectory, model, limits, period=period, tolerance=tol,
+                            q_start=rest)
+    gaps = np.diff(path.times)
+    assert path.times[0] == 0.0 and path.times[-1] == trajectory.duration
+    assert gaps.min() >= MIN_GAP * CHECK_STEP - 1e-9 and gaps.max() <= CHECK_STEP + 1e-9
+    assert set(trajectory.waypoints[0].tolist()) <= set(path.times.tolist())
+    for t, x, q, qa in zip(path.times, path.x, path.q, path.qa, strict=True):
+        assert np.array_equal(x, trajectory.at(t)[0])
+        assert np.linalg.norm(model.fk(q) - x) <= tol  # on the path, held
+        b = blocks(model, q)
+        assert np.linalg.norm(b.Gu) < 1e-6 and np.linalg.eigvalsh(b.Huu).min() > 0
+        assert np.abs(qa - blocks(model, q).qa).max() <= 1e-12
+        assert np.all(qa >= limits.qa_min) and np.all(qa <= limits.qa_max)
+    assert np.all(path.peak_rate <= limits.qa_rate)
+    assert np.all(path.peak_accel <= limits.accel)
+    # the finite-difference speeds are the path's: q̇a = J⁻¹ ẋ (J the held Jacobian, square)
+    for j in range(1, len(path.times) - 1, 37):
+        t = path.times[j]
+        fd = (path.qa[j + 1] - path.qa[j - 1]) / (path.times[j + 1] - path.times[j - 1])
+        exact = np.linalg.solve(held_jacobian(blocks(model, path.q[j])), trajectory.at(t)[1])
+        assert np.abs(fd - exact).max() <= 0.02 * np.abs(exact).max() + 1e-5
+
+
+def test_a_slow_sine_of_the_double_pendulum_is_accepted(robots):
+    model, limits, rest, period, tol = robots["double_pendulum"]
+    times = np.arange(0.0, 20.01, 0.5)
+    trajectory = Trajectory(times, 0.3 * np.sin(2 * math.pi * times / 10)[:, None])
+    path = check_trajectory(trajectory, model, limits, period=period, tolerance=tol,
+                            q_start=rest)
+    assert np.abs(np.array([model.fk(q) for q in path.q]) - path.x).max() <= tol
+    assert 0 < path.peak_rate[0] <= limits.qa_rate[0]
+
+
+@pytest.mark.parametrize(("name", "start", "far"), [
+    ("double_pendulum", [0.0], [2.5]),  # its tip reaches 1.96 m
+    ("soft_arm_stiff", [0.2, -0.9], [0.8, -0.3]),  # its tendons reach (0.71, −0.22) at most
+])
+def test_an_unreachable_waypoint_is_refused_naming_the_segment_that_leads_to_it(
+        robots, name, start, far):
+    model, limits, rest, period, tol = robots[name]
+    near = np.array(start) + 0.05
+    trajectory = Trajectory([0, 4, 8, 12], [start, near, far, near])
+    with pytest.raises(TrajectoryRefused) as refused:
+        check_trajectory(trajectory, model, limits, period=period, tolerance=tol, q_start=rest)
+    fault = refused.value
+    assert fault.reason == "unreachable" and fault.waypoint == 1 and 4 < fault.t < 8
+    assert str(fault).startswith("unreachable between waypoint 1 (t = 4 s) and waypoint 2 "
+                                 "(t = 8 s): x = ")
+    # the waypoint named is out of reach from anywhere (the planner's starts)
+    assert not plan_target(model, np.array(far), [rest], tol).reachable
+
+
+def test_a_configuration_outside_the_configured_actuator_limits_is_unreachable(robots):
+    model, limits, rest, period, tol = robots["soft_arm_stiff"]
+    narrow = replace(limits, qa_max=np.array([0.04, 0.02]))  # the circle needs 0.038
+    with pytest.raises(TrajectoryRefused) as refused:
+        check_trajectory(circle(*SOFT_CIRCLE), model, narrow, period=period, tolerance=tol,
+                         q_start=rest)
+    assert refused.value.reason == "unreachable"
+    assert "at waypoint 0 (t = 0 s)" in str(refused.value)
+    assert "actuator 1 would be at 0.023" in str(refused.value)
+    assert str(refused.value).endswith("outside [-0.04, 0.02])")
+
+
+def test_an_unreachable_first_waypoint_is_named_itself(robots):
+    model, limits, rest, period, tol = robots["soft_arm_stiff"]
+    trajectory = Trajectory([0, 4], [[0.8, -0.3], model.fk(rest)])
+    with pytest.raises(TrajectoryRefused, match=r"^unreachable at waypoint 0 \(t = 0 s\)"):
+        check_trajectory(trajectory, model, limits, period=period, tolerance=tol, q_start=rest)
+
+
+def _first_over(values, limit):
+    return int(np.flatnonzero((values > limit).any(axis=1))[0])
+
+
+def test_a_path_too_fast_for_the_rate_or_acceleration_limit_is_refused_where_it_first_is(
+        robots):
+    model, limits, rest, period, tol = robots["soft_arm_stiff"]
+    trajectory = circle(*SOFT_CIRCLE)
+    free = replace(limits, qa_rate=np.full(2, np.inf), qa_accel=np.full(2, np.inf))
+    path = check_trajectory(trajectory, model, free, period=period, tolerance=tol,
+                            q_start=rest)
+    rate = np.abs(np.diff(path.qa, axis=0)) / np.diff(path.times)[:, None]
+    v = np.diff(path.qa, axis=0) / np.diff(path.times)[:, None]
+    accel = np.abs(2 * np.diff(v, axis=0) / (path.times[2:] - path.times[:-2])[:, None])
+    assert np.array_equal(path.peak_rate, rate.max(axis=0))
+    assert np.array_equal(path.peak_accel, accel.max(axis=0))
+    for scale in (0.9, 1.1):
+        tight = replace(free, qa_rate=scale * path.peak_rate)
+        if scale > 1:
+            check_trajectory(trajectory, model, tight, period=period, tolerance=tol,
+                             q_start=rest)
+            continue
+        with pytest.raises(TrajectoryRefused) as refused:
+            check_trajectory(trajectory, model, tight, period=period, tolerance=tol,
+                             q_start=rest)
+        j = _first_over(rate, tight.qa_rate)
+        assert refused.value.reason == "too_fast" and refused.value.t == path.times[j]
+        k = int(np.searchsorted(trajectory.waypoints[0], path.times[j], side="right")) - 1
+        assert refused.value.waypoint == k
+        assert f"between waypoint {k} (" in str(refused.value)
+        assert "its rate limit is" in str(refused.value)
+    for scale in (0.9, 1.1):
+        tight = replace(free, qa_accel=scale * path.peak_accel)
+        if scale > 1:
+            check_trajectory(trajectory, model, tight, period=period, tolerance=tol,
+                             q_start=rest)
+            continue
+        with pytest.raises(TrajectoryRefused, match="its acceleration limit is") as refused:
+            check_trajectory(trajectory, model, tight, period=period, tolerance=tol,
+                             q_start=rest)
+        assert refused.value.t == path.times[_first_over(accel, tight.accel) + 1]
+
+
+def test_the_same_circle_five_times_faster_is_too_fast_for_the_soft_arm(robots):
+    model, limits, rest, period, tol = robots["soft_arm_stiff"]
+    centre, radius, _ = SOFT_CIRCLE
+    with pytest.raises(TrajectoryRefused) as refused:
+        check_trajectory(circle(centre, radius, 2.0, every=0.05), model, limits,
+                         period=period, tolerance=tol, q_start=rest)
+    assert refused.value.reason == "too_fast"
+    assert "actuator units/s² (t = " in str(refused.value)  # the acceleration limit first
+    assert str(refused.value).endswith(f"its acceleration limit is {limits.accel[0]:.3g}")
+
+
+def test_the_dancer_is_refused_where_its_held_configuration_turns_unstable(robots):
+    model, limits, rest, period, tol = robots["dancer"]
+    upright = Trajectory([0, 5], [[0.1, 0.95], [0.0, 1.05]])  # rises past the fold of H_uu
+    with pytest.raises(TrajectoryRefused) as refused:
+        check_trajectory(upright, model, limits, period=period, tolerance=tol, q_start=rest)
+    assert refused.value.reason == "unstable"
+    assert str(refused.value).startswith("unstable between waypoint 0 (t = 0 s) and "
+                                         "waypoint 1 (t = 5 s)")
+    assert "min eig H_uu = -" in str(refused.value)
+    # below the fold, the same rise is held
+    lower = Trajectory([0, 5], [[0.1, 0.95], [0.1, 1.0]])
+    check_trajectory(lower, model, limits, period=period, tolerance=tol, q_start=rest)
+
+
+def test_the_preview_is_checked_from_its_lead_to_its_tail(robots):
+    model, limits, rest, period, tol = robots["double_pendulum"]
+    times = np.arange(0.0, 4.01, 0.5)
+    trajectory = Trajectory(times, 0.2 * np.sin(2 * math.pi * times / 4)[:, None])
+    preview = Previewed(trajectory, Shaper.zvd(Mode(2.0, 0.05)))
+    path = check_trajectory(preview, model, limits, period=period, tolerance=tol,
+                            q_start=rest)
+    assert path.times[0] == preview.start < 0 and path.times[-1] == preview.duration
+    assert np.array_equal(path.x[0], preview.at(preview.start)[0])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.floats(0.001, 2.0), min_size=1, max_size=30), st.floats(0.0, 1.5),
+       st.sampled_from([0.004, 0.02, 0.05]))
+def test_samples_are_the_waypoints_and_at_most_a_step_apart(gaps, lead, step):
+    times = np.concatenate([[0.0], np.cumsum(gaps)])
+    trajectory = Trajectory(times, times[:, None])
+
+    class Led:  # a reference that leaves x_0 before t = 0 (a preview's lead)
+        start, duration, waypoints = -lead, trajectory.duration + lead, trajectory.waypoints
+
+    for reference in (trajectory, Led):
+        samples = sample_times(reference, step)
+        assert samples[0] == reference.start and samples[-1] == reference.duration
+        spacing = np.diff(samples)
+        assert spacing.max() <= step * (1 + 1e-9)
+        if reference.duration - reference.start >= MIN_GAP * step:
+            assert spacing.min() >= MIN_GAP * step - 1e-9
+        # every waypoint is a sample, unless it is closer than the gap to the one before it
+        # or to the end
+        kept = set(samples.tolist())
+        for k, t in enumerate(times):
+            if t in (reference.start, reference.duration) or (
+                    t - max(times[k - 1] if k else -math.inf, reference.start)
+                    >= MIN_GAP * step + 1e-9 and reference.duration - t >= MIN_GAP * step):
+                assert float(t) in kept

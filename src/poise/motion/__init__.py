@@ -13,6 +13,8 @@
   of move on the model;
 * :mod:`~poise.motion.trajectory` — a time-parametrised task-space trajectory: its spline and
   its shaped preview; :mod:`~poise.motion.waypoints` — its waypoints read and validated;
+  :mod:`~poise.motion.trajectory_check` — the check, before it starts, that the arm can
+  follow it;
 * :mod:`~poise.motion.params` — the live parameters a cycle reads;
 * :mod:`~poise.motion.stepper`, :mod:`~poise.motion.compiled_steppers` — one IK step per
   cycle (numpy reference and compiled);

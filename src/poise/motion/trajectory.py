@@ -1,5 +1,5 @@
-"""A time-parametrised task-space trajectory: waypoints, the spline through them and its
-shaped preview.
+"""A time-parametrised task-space trajectory: waypoints, the spline through them, its shaped
+preview and the check that the arm can follow it, made before it starts.
 
 A trajectory is waypoints ``(t_k, x_k)``, ``k = 0 … K−1``: ``t`` [s] from the trajectory's
 start (the first waypoint's time is subtracted, so ``t_0 = 0``), ``x`` of the robot's task
@@ -21,6 +21,9 @@ feedforward).
   cancels, and ``x_ref(t) = x(t) + ½ Σ A_i (t_i − c)² ẍ(t) + …`` has no first-order lag.
   The price is that it leaves ``x_0`` at ``t = −c`` (:attr:`Previewed.start`), before the
   trajectory does.
+* **Feasibility** (:func:`check_trajectory`, :mod:`poise.motion.trajectory_check`, exported
+  here): the held configuration (Algorithm 1) along the path, and the actuator speeds and
+  accelerations it needs, against the safety limits.
 
 Loading is validated at the edge (:meth:`Trajectory.from_payload`, :meth:`Trajectory.from_file`):
 every error is a :class:`TrajectoryError` that says what is wrong and where (the file, its line
@@ -38,6 +41,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from poise.models.base import FloatArray
+from poise.motion.trajectory_check import (
+    SAME_TIME,
+    FeasiblePath,
+    TrajectoryRefused,
+    check_trajectory,
+)
 from poise.motion.waypoints import (
     MAX_DURATION_S,
     MAX_WAYPOINTS,
@@ -51,9 +60,6 @@ if TYPE_CHECKING:
     from numpy.typing import ArrayLike
 
     from poise.motion.shaping import Shaper
-
-#: Two times this close [s] are the same (breakpoints of a preview).
-SAME_TIME = 1e-9
 
 class _Cubics:
     """A piecewise cubic ``x(t) = Σ_p c[k, p] (t − b_k)^(3−p)`` on ``[b_k, b_{k+1})``,
@@ -265,4 +271,5 @@ class Previewed:
         return self._cubics.at(t)
 
 
-__all__ = ["MAX_DURATION_S", "MAX_WAYPOINTS", "Previewed", "Trajectory", "TrajectoryError"]
+__all__ = ["MAX_DURATION_S", "MAX_WAYPOINTS", "FeasiblePath", "Previewed", "Trajectory",
+           "TrajectoryError", "TrajectoryRefused", "check_trajectory"]
