@@ -375,7 +375,9 @@ def test_a_configuration_outside_the_configured_actuator_limits_is_unreachable(r
 def test_an_unreachable_first_waypoint_is_named_itself(robots):
     model, limits, rest, period, tol = robots["soft_arm_stiff"]
     trajectory = Trajectory([0, 4], [[0.8, -0.3], model.fk(rest)])
-    with pytest.raises(TrajectoryRefused, match=r"^unreachable at waypoint 0 \(t = 0 s\)"):
+    with pytest.raises(TrajectoryRefused, match=r"^unreachable at waypoint 0 \(t = 0 s\): "
+                       r"x = \[0.8, -0.3\] \(t = 0.000 s\) is out of reach within the "
+                       r"actuator limits, from q_start \(task error 0.07"):
         check_trajectory(trajectory, model, limits, period=period, tolerance=tol, q_start=rest)
 
 

@@ -139,7 +139,7 @@ def check_trajectory(trajectory: Trajectory | Previewed, model: MechanicalModel,
     options = HeldOptions(tol=CHECK_TOL * tolerance, max_iter=CHECK_MAX_ITER)
     q = np.asarray(q_start, dtype=float)
     xs, qs, qas = [], [], []
-    for t in times:
+    for j, t in enumerate(times):
         x = trajectory.at(t)[0]
         result = algorithm1(model, x, q, options=options)
         if result.position_error > tolerance and result.stable is not False:
@@ -147,7 +147,8 @@ def check_trajectory(trajectory: Trajectory | Previewed, model: MechanicalModel,
             beyond = algorithm2(model, x, q, options=options)
             if beyond.position_error <= tolerance and beyond.stable is False:
                 result = beyond
-        _check_held(result, x, t, limits, tolerance, wp_times)
+        _check_held(result, x, t, limits, tolerance, wp_times,
+                    "from q_start" if j == 0 else "continuing from the previous sample")
         q = np.asarray(result.q, dtype=float)
         xs.append(x)
         qs.append(q)
@@ -199,8 +200,9 @@ def _where(t: float, wp: list[float]) -> tuple[str, int]:
 
 
 def _check_held(result: IKResult, x: FloatArray, t: float, limits: SafetyLimits,
-                tolerance: float, wp: list[float]) -> None:
-    """Refuse an unstable or unreached held configuration at sample time ``t``."""
+                tolerance: float, wp: list[float], start: str) -> None:
+    """Refuse an unstable or unreached held configuration at sample time ``t`` (solved
+    ``start``: from where)."""
     where, k = _where(t, wp)
     target = f"x = {np.round(x, 6).tolist()} (t = {t:.3f} s)"
     if result.stable is False:
@@ -216,8 +218,7 @@ def _check_held(result: IKResult, x: FloatArray, t: float, limits: SafetyLimits,
                   f"actuator {int(outside[0])} would be at {qa[outside[0]]:.4g}, outside "
                   f"[{limits.qa_min[outside[0]]:g}, {limits.qa_max[outside[0]]:g}]")
         raise TrajectoryRefused(f"unreachable {where}: {target} is out of reach within the "
-                                f"actuator limits, continuing from the previous sample "
-                                f"({detail})", "unreachable", t, k)
+                                f"actuator limits, {start} ({detail})", "unreachable", t, k)
 
 
 def _check_rates(times: FloatArray, rate: FloatArray, accel: FloatArray,
