@@ -11,6 +11,10 @@
   move's profile (input shaping, equilibrium warp, dwell);
 * :mod:`~poise.motion.reference` — the model's predicted response to a move, and the choice
   of move on the model;
+* :mod:`~poise.motion.trajectory` — a time-parametrised task-space trajectory: its spline and
+  its shaped preview; :mod:`~poise.motion.waypoints` — its waypoints read and validated;
+  :mod:`~poise.motion.trajectory_check` — the check, before it starts, that the arm can
+  follow it;
 * :mod:`~poise.motion.params` — the live parameters a cycle reads;
 * :mod:`~poise.motion.stepper`, :mod:`~poise.motion.compiled_steppers` — one IK step per
   cycle (numpy reference and compiled);
