@@ -4,6 +4,7 @@ telemetry encoder, the configuration plane against the statics solver, and the w
 
 from __future__ import annotations
 
+import itertools
 import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -229,9 +230,14 @@ def test_dragging_the_target_with_the_mouse_emits_the_new_target(qtbot):
     view.set_model(load_model("double_pendulum"))
     view.set_target([0.2])
     qtbot.wait(50)
+    moved: list[list[float]] = []
+    view.target_moved.connect(moved.append)
     with qtbot.waitSignal(view.target_dragged, timeout=2000) as blocker:
         drag(qtbot, view, view.handle_scene_pos(), dx_view=0.6)
     assert blocker.args[0] == [pytest.approx(0.8, abs=0.05)]
+    # while dragged, its positions (at most DRAG_HZ a second), moving monotonically out
+    assert moved and all(b[0] >= a[0] for a, b in itertools.pairwise(moved))
+    assert 0.2 < moved[-1][0] <= blocker.args[0][0] + 1e-9
     # programmatic updates (from params/telemetry) do not emit
     with qtbot.assertNotEmitted(view.target_dragged):
         view.set_target([0.3])

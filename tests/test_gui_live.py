@@ -388,6 +388,7 @@ def service(broker, tmp_path):
 
 
 def test_against_the_service_drag_moves_the_arm_and_estop_latches(qtbot, dashboard, service):
+    from poise.gui.window import STREAMED
     from test_gui import drag
 
     robot, log = service
@@ -403,9 +404,12 @@ def test_against_the_service_drag_moves_the_arm_and_estop_latches(qtbot, dashboa
     model = window.arm.model
     assert window.arm.target() == [pytest.approx(0.5)]
 
-    # drag the target from x̄ = 0.5 to ≈ 0.3 with the mouse
+    # drag the target from x̄ = 0.5 to ≈ 0.3 with the mouse: live drag streams its positions
+    assert window.live_drag.isChecked()
+
     def sent() -> bool:
-        return bool(window.answers) or any(v[0] == "target" for v in window.pending.values())
+        return window.streamed_answers > 0 or any(
+            v[0] == STREAMED for v in window.pending.values())
 
     for _ in range(3):  # on a busy machine the view may rescale under the press: drag again
         window.frame()
@@ -415,10 +419,11 @@ def test_against_the_service_drag_moves_the_arm_and_estop_latches(qtbot, dashboa
             break
         except QtTimeout:
             continue
-    assert sent(), "three drags from the target handle sent no target"
-    qtbot.waitUntil(lambda: len(window.answers) == 1, timeout=60_000)  # planned first
-    answer = window.answers[0]
-    assert answer["command"] == "target" and answer["accepted"], answer
+    assert sent(), "three drags from the target handle sent no streamed target"
+    # every sample answered at once and accepted: none lands among the (shown) answers
+    qtbot.waitUntil(lambda: not any(v[0] == STREAMED for v in window.pending.values()),
+                    timeout=60_000)
+    assert window.streamed_answers >= 2 and window.answers == [], window.answers
     goal = window.arm.target()[0]
     assert goal == pytest.approx(0.3, abs=0.03)
 
@@ -430,17 +435,17 @@ def test_against_the_service_drag_moves_the_arm_and_estop_latches(qtbot, dashboa
     try:
         qtbot.waitUntil(lambda: tip_error() < 0.25 * start_error, timeout=90_000)
     except QtTimeout:
-        pytest.fail(f"the arm did not reach the dragged target {goal:.3f} (tip error "
+        pytest.fail(f"the arm did not follow the dragged target {goal:.3f} (tip error "
                     f"{tip_error():.3f}, state {window.controls.state_label.text()!r}, "
                     f"{samples(window)} samples): {log.read_text()[-2000:]}")
 
     # the e-stop latches the service; commands are then refused with the reason
     qtbot.mouseClick(window.controls.estop, _left())
-    qtbot.waitUntil(lambda: len(window.answers) == 2, timeout=30_000)
-    assert window.answers[1]["command"] == "estop" and window.answers[1]["accepted"]
+    qtbot.waitUntil(lambda: len(window.answers) == 1, timeout=30_000)
+    assert window.answers[0]["command"] == "estop" and window.answers[0]["accepted"]
     qtbot.waitUntil(lambda: "estop" in window.controls.state_label.text(), timeout=30_000)
     window.send("target", [0.4])
-    qtbot.waitUntil(lambda: len(window.answers) == 3, timeout=30_000)
-    refused = window.answers[2]
+    qtbot.waitUntil(lambda: len(window.answers) == 2, timeout=30_000)
+    refused = window.answers[1]
     assert not refused["accepted"] and refused["reason"]
     assert "refused" in window.controls.answer.text()

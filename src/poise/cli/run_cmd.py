@@ -44,6 +44,9 @@ EXIT_CODES = {"reached": 0, "not_reached": 1, "bad_input": 2, "fault": 3, "estop
               "log_failed": 5}
 #: The default log folder (in the working directory): created when missing, unlike others.
 RUNS = pathlib.Path("runs")
+#: After a trajectory (``--trajectory`` without ``--duration``) the run waits at most this long
+#: for the arm to settle at its last point [s].
+SETTLE_AFTER_S = 10.0
 #: How often the waiting main thread looks at the stop flag and the duration [s].
 TICK = 0.05
 #: How long ``poise run`` waits for its MQTT connection before it gives up, unarmed [s].
@@ -63,6 +66,10 @@ def register(commands, groups) -> None:
                    help="IK algorithm (algorithm.name)")
     p.add_argument("--target", type=float, nargs="+", metavar="X",
                    help="task target [task units] (algorithm.target)")
+    p.add_argument("--trajectory", metavar="FILE",
+                   help="then follow this trajectory (waypoints with times, .csv or .json; "
+                   "docs/controller.md 'Trajectories'): checked before anything moves, "
+                   "shaped with preview; without --duration the run ends once it is done")
     p.add_argument("--mode", choices=MODES, help="feedforward or feedback (loop.mode)")
     for flag, key, what in (("--gamma", "gamma", "Γ (alg1, plain)"),
                             ("--gamma-z", "gamma_z", "ΓZ (alg2)"),
@@ -183,6 +190,7 @@ def _run(args: argparse.Namespace, stop: StopFlag) -> int:
         flags = overrides(args)
         config = load_config(args.config and resolve_config(args.config), flags)
         _check_log(config, flags, args)
+        trajectory = _read_trajectory(args.trajectory, config)
         if not args.quiet:  # the first line, at once: what starts
             print(f"poise run: {config.model.name}, {config.algorithm.name}, mode "
                   f"{config.loop.mode}, {config.loop.rate:g} Hz, device "
@@ -222,7 +230,12 @@ def _run(args: argparse.Namespace, stop: StopFlag) -> int:
                     if event.data.get("code") in SAY_AT_START and not args.quiet:
                         print(f"poise run: {event.data.get('text', event.data['code'])}",
                               file=sys.stderr)
-                _wait(controller, stop, duration, args.quiet)
+                done = None if trajectory is None else _follow(controller, trajectory,
+                                                                args.quiet)
+                if trajectory is not None and done is None:
+                    refused = True
+                else:
+                    _wait(controller, stop, duration, args.quiet, done)
         if stop and not args.quiet:
             print(f"poise run: {stop.name}: stopping", file=sys.stderr)
         controller.stop("signal" if stop else "end of run")
@@ -301,14 +314,64 @@ def exit_code(summary: dict[str, Any], refused: bool = False) -> int:
     return EXIT_CODES["reached" if summary.get("reached") else "not_reached"]
 
 
-def _wait(controller, stop: StopFlag, duration: float | None, quiet: bool) -> None:
-    """Until the duration has passed or a signal came; progress once a second."""
+def _read_trajectory(path: str | None, config: Any) -> Any:
+    """``--trajectory FILE`` read and validated before anything starts (None without it).
+
+    Raises:
+        ValueError: the file is missing or malformed (the message names it and where).
+    """
+    if path is None:
+        return None
+    from poise.controller.config import build_model
+    from poise.motion.trajectory import Trajectory
+
+    return Trajectory.from_file(path, build_model(config.model).model.task_dim)
+
+
+def _follow(controller: Any, trajectory: Any, quiet: bool) -> Callable[[], bool] | None:
+    """Hand the trajectory to the running controller; a predicate that is true once it is
+    done or aborted, or None (said on stderr) when it was refused."""
+    from poise.api.bus import Command
+
+    times, points = trajectory.waypoints
+    events = controller.events(history=False)
+    resp = controller.submit(Command("trajectory", {"t": times.tolist(),
+                                                    "x": points.tolist()},
+                                     id="cli-trajectory", source="cli"))
+    if not resp.accepted:
+        print(f"poise run: {resp.reason}", file=sys.stderr)
+        return None
+    if not quiet:
+        print(f"poise run: trajectory: {resp.reason}", file=sys.stderr)
+    ended: list[float] = []
+
+    def done() -> bool:
+        for ev in events.drain():
+            if ev.kind == "trajectory" and ev.data.get("status") in ("done", "aborted"):
+                ended.append(time.monotonic())
+                if not quiet:
+                    print(f"poise run: trajectory {ev.data['status']}", file=sys.stderr)
+        if not ended:
+            return False
+        # then the arm settles at its last point (or SETTLE_AFTER_S passes)
+        return bool(controller.summary().get("reached")) or \
+            time.monotonic() - ended[0] > SETTLE_AFTER_S
+
+    return done
+
+
+def _wait(controller, stop: StopFlag, duration: float | None, quiet: bool,
+          done: Callable[[], bool] | None = None) -> None:
+    """Until the duration has passed, a signal came or (without a duration) ``done`` says
+    so; progress once a second."""
     t_end = time.monotonic() + duration if duration else None
     next_print = time.monotonic() + 1.0
     latched: str | None = None
     while not stop:
         now = time.monotonic()
         if t_end is not None and now >= t_end:
+            break
+        if t_end is None and done is not None and done():
             break
         time.sleep(TICK if t_end is None else min(TICK, t_end - now))
         if not quiet and time.monotonic() >= next_print:

@@ -19,6 +19,7 @@ are in every cycle record (its ``target``).
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -26,7 +27,14 @@ import numpy as np
 from poise.api.bus import COMMAND_NAMES, ESTOP_CANCELLED, Command, CommandResponse
 from poise.api.rules import RuleError, check_reference
 from poise.api.state import State
-from poise.motion.live import actuator_map, begin_stream, clamp_status
+from poise.motion.live import (
+    TrajectoryRun,
+    actuator_map,
+    begin_stream,
+    begin_trajectory,
+    clamp_status,
+    prepare_trajectory,
+)
 from poise.motion.motion_planner import MotionPlanner, MotionState, Move
 from poise.motion.options import MotionOptions
 from poise.motion.params import (
@@ -40,6 +48,7 @@ from poise.motion.params import (
 )
 from poise.motion.planner import TargetPlan, UnstableTarget
 from poise.motion.streaming import Following
+from poise.motion.trajectory import Trajectory, TrajectoryError
 
 #: A stream's filter maps the actuator limits into task space through the held Jacobian at
 #: q̄, recomputed by the command thread at most this often [s].
@@ -97,7 +106,8 @@ class CommandRoom:
         self.clamp_note = ""
 
     def submit(self, command: Command,
-               prepared: TargetPlan | ParamError | None = None) -> CommandResponse:
+               prepared: TargetPlan | TrajectoryRun | ParamError | None = None
+               ) -> CommandResponse:
         """:meth:`Controller.submit <poise.controller.service.Controller.submit>`."""
         s = self.service
         name, value, cid = command.name, command.value, command.id
@@ -126,7 +136,8 @@ class CommandRoom:
         return command.name == "target" and (
             command.stream if command.stream is not None else self.stream_targets)
 
-    def _apply(self, c: Command, prepared: TargetPlan | ParamError | None = None
+    def _apply(self, c: Command,
+               prepared: TargetPlan | TrajectoryRun | ParamError | None = None
                ) -> CommandResponse:
         s = self.service
         if c.name == "run":
@@ -141,6 +152,8 @@ class CommandRoom:
             return s.clear(f"{c.source} clear", since=c.estops)
         if self.is_stream(c) and (c.name == "reference" or s.state == State.RUNNING):
             return self._stream_samples(c)
+        if c.name == "trajectory":
+            return self._trajectory(c, prepared)
         cycle = s.cycle
         # the new parameters are derived outside the lock (their stability bounds take
         # milliseconds; a target's offline solves run here too); under it, again only if
@@ -232,6 +245,79 @@ class CommandRoom:
                               "newest: dropped")
         return ok(c.name, begun)
 
+    def _trajectory(self, c: Command, prepared: object) -> CommandResponse:
+        """A ``trajectory`` command: ``"stop"`` ends the one being followed (the arm holds
+        where its reference is); waypoints are checked and shaped from where the arm is
+        (``prepared`` in the real-time process's parent, else here), refused before anything
+        moves when the arm cannot follow them (naming the first waypoint at fault), then
+        followed from the next cycle. A target, ``run stop`` or an e-stop aborts it."""
+        s = self.service
+        if c.value == "stop":
+            return ok(c.name, "stopped" if self.end_trajectory("stopped by command", c.id)
+                      else "no trajectory running")
+        if isinstance(prepared, ParamError):
+            raise prepared
+        if s.state != State.RUNNING:
+            raise ParamError(f"trajectory: the loop must be running (state "
+                             f"{s.state.value}); send 'run start' first")
+        run = prepared if isinstance(prepared, TrajectoryRun) else self.prepare_trajectory(
+            c.value, s.step.stepper.q_bar if s.step.stepper is not None else None)
+        with s.param_lock:  # atomic with the e-stop latch
+            if s.state != State.RUNNING:
+                raise ParamError("e-stop or stop while the trajectory was being checked")
+            if self.estopped_since(c.estops):
+                raise ParamError(ESTOP_CANCELLED)
+            self.end_trajectory("replaced by a new trajectory", c.id)
+            begin_trajectory(s.step, run, c.id)
+            self._stream, self.clamp_note = None, ""
+        s.announce("trajectory", status="accepted", id=c.id, **run.summary())
+        return ok(c.name, f"following {len(run.trajectory.waypoints[0])} waypoints for "
+                          f"{run.source.duration:.3g} s"
+                  + (f" after a {run.lead_in_s:.3g} s lead-in" if run.lead_in_s else ""))
+
+    def prepare_trajectory(self, value: object, q_bar: np.ndarray | None) -> TrajectoryRun:
+        """Waypoints checked and shaped from ``q_bar`` (:func:`~poise.motion.live.
+        prepare_trajectory`, with this run's limits, period, tolerance and shaper).
+
+        Raises:
+            ParamError: malformed waypoints, or a trajectory the arm cannot follow (the
+                message names the first waypoint at fault).
+        """
+        s = self.service
+        if q_bar is None:
+            raise ParamError("trajectory: no predicted configuration yet (the loop has not "
+                             "run)")
+        try:
+            trajectory = Trajectory.from_payload(value, s.model.task_dim)
+            return prepare_trajectory(s.model, trajectory, q_bar, s.limits, period=s.period,
+                                      tolerance=s.config.algorithm.tolerance,
+                                      delay=s.step.delay, shaper=s.config.loop.shaper)
+        except TrajectoryError as exc:
+            raise ParamError(f"trajectory refused: {exc}") from None
+
+    def end_trajectory(self, why: str, ident: str = "") -> bool:
+        """End the trajectory being followed, if any (the live target becomes where its
+        reference is: the arm holds there) and say so (a ``trajectory`` event, ``aborted``).
+        Call under the parameter lock or where no cycle runs."""
+        s = self.service
+        following = s.step.following
+        if following is None or following.kind != "trajectory":
+            return False
+        if following.x_d.size:
+            s.cycle.params = replace(s.cycle.params, target=following.x_d.copy())
+        s.step.following = None
+        s.announce("trajectory", status="aborted", id=following.ident, why=why, by=ident,
+                   target=following.x_d.tolist())
+        return True
+
+    def end_following(self, why: str) -> None:
+        """``run stop`` or an e-stop: a trajectory being followed is aborted (said), a stream
+        ends (the next start plans the live target)."""
+        self.end_trajectory(why)
+        if self.service.step.following is not None:
+            self.service.step.following = None
+        self._stream, self.clamp_note = None, ""
+
     def _refresh(self, following: Following) -> None:
         """Keep the stream's filter limits current (the held Jacobian at q̄, at most every
         :data:`MAP_REFRESH_S`) and say when the arm starts or stops being held back from the
@@ -306,6 +392,7 @@ class CommandRoom:
 
     def adopt(self, plan: TargetPlan) -> None:
         """Make ``plan`` current: the loop moves the actuators to its goal, then runs the IK."""
+        self.end_trajectory("replaced by a target")
         self.service.step.adopt(plan)
         self._stream, self.clamp_note = None, ""
         if not plan.reachable:

@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from poise.devices.simdevice import SimDevice
     from poise.kernels.packed import PackedModel
     from poise.kernels.warmup import WarmUpProgress, WarmUpStep
+    from poise.motion.live import TrajectoryRun
 
 
 class ControllerError(RuntimeError):
@@ -364,6 +365,8 @@ class Controller(ControllerFace):
             self._at_stop = dict(self.cycle.last)
             self.faults.disarm()
             self._sm.to(State.READY, "stopped")
+            with self.param_lock:
+                self.commands.end_following(cause)
             return ok("run")
 
     def estop(self, cause: str = "e-stop") -> CommandResponse:
@@ -376,6 +379,7 @@ class Controller(ControllerFace):
             self._estops += 1
             self._sm.to(State.ESTOP, cause)
             self.faults.clear_estop = True
+            self.commands.end_following(cause)
         self.step.goal = None
         device = self.device
         if device is not None and device.connected:
@@ -443,13 +447,15 @@ class Controller(ControllerFace):
         self.dispatcher.post(command, reply)
 
     def submit(self, command: Command, *,
-               prepared: TargetPlan | ParamError | None = None) -> CommandResponse:
+               prepared: TargetPlan | TrajectoryRun | ParamError | None = None
+               ) -> CommandResponse:
         """Validate and apply a command between two cycles (thread-safe); always answered.
 
         Refused with a reason: unknown name, bad value, not allowed in the current state
         (everything but ``clear`` and ``estop`` while the e-stop is latched).
 
-        ``prepared``: for a ``target`` command, its offline plan made elsewhere (the parent
+        ``prepared``: for a ``target`` command, its offline plan made elsewhere (for a
+        ``trajectory``, its checked and shaped reference; the parent
         of the real-time process plans, so that no planning runs beside the loop), or the
         :class:`ParamError` that planning raised; None: planned here
         (:class:`~poise.controller.commands.CommandRoom`).

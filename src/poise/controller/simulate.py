@@ -12,11 +12,14 @@ studies use it; the real-time service adds the device, pacing, states and teleme
     loop.start()                        # arm: bumpless from the measured q, plan the target
     errors = loop.run(20.0)             # measured task error per cycle [task units]
     loop.stream(x, t=loop.time)         # a streamed reference sample (poise.motion.streaming)
+    loop.run_trajectory({"t": [0, 4], "x": [[0.5], [0.6]]})  # checked, shaped, followed
     loop.stop()                         # disarm: the actuators hold
     tips = loop.hold(2.0)               # measured task values while held
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -24,12 +27,13 @@ from poise.controller.config import Config, ControllerModel, build_model
 from poise.devices.base import Status
 from poise.devices.inprocess import SimulatedDevice
 from poise.models.base import FloatArray
-from poise.motion.live import begin_stream
+from poise.motion.live import TrajectoryRun, begin_stream, begin_trajectory, prepare_trajectory
 from poise.motion.motion_planner import MotionPlanner
 from poise.motion.options import MotionOptions
 from poise.motion.params import LiveParams
 from poise.motion.safety import SafetyLimits
 from poise.motion.step import ControlStep, StepOutput, stepper_factory
+from poise.motion.trajectory import Trajectory
 from poise.sim.plant import SimPlant, make_plant
 
 
@@ -108,6 +112,30 @@ class SimulatedLoop:
             self.source_origin = self.time
         stamp = self.time if t is None else t
         return following.source.push(stamp - self.source_origin, x, v)  # type: ignore[call-arg]
+
+    def run_trajectory(self, value: Any) -> TrajectoryRun:
+        """Check, shape and follow a trajectory from where the arm is (a
+        :class:`~poise.motion.trajectory.Trajectory`, or its waypoints as
+        :meth:`~poise.motion.trajectory.Trajectory.from_payload` reads them): the cycles
+        from the next one on follow it (:func:`~poise.motion.live.prepare_trajectory`;
+        :attr:`source_origin` is its time 0).
+
+        Raises:
+            TrajectoryError: malformed waypoints.
+            TrajectoryRefused: a part the arm cannot follow (the message names it).
+        """
+        step = self.step
+        if step.stepper is None:
+            raise ValueError("run_trajectory: start the loop first")
+        trajectory = value if isinstance(value, Trajectory) else Trajectory.from_payload(
+            value, self.model.task_dim)
+        cfg = self.config
+        run = prepare_trajectory(self.model, trajectory, step.stepper.q_bar, self.limits,
+                                 period=self.period, tolerance=cfg.algorithm.tolerance,
+                                 delay=step.delay, shaper=cfg.loop.shaper)
+        begin_trajectory(step, run)
+        self.source_origin = self.time
+        return run
 
     def start(self) -> None:
         """Arm: the actuators follow setpoints; the step restarts from the measured q and the

@@ -1,8 +1,10 @@
 """The arm drawn live: measured ``q`` (solid), predicted ``q̄`` (grey ghost) and the target.
 
 Works for every model with planar ``body_points(q)`` polylines (planar tree, planar PCC). The
-target is a handle the operator drags; releasing it emits :attr:`ArmView.target_dragged` with
-the new ``x̄``. For a horizontal-tip task (``tip_x``, task size 1) the target is a vertical line
+target is a handle the operator drags: while it moves it emits :attr:`ArmView.target_moved`
+at most :data:`DRAG_HZ` times a second (the dashboard streams them: the arm follows the hand,
+``poise.motion.streaming``), and releasing it emits :attr:`ArmView.target_dragged` with the
+new ``x̄``. For a horizontal-tip task (``tip_x``, task size 1) the target is a vertical line
 ``x = x̄`` (the target set of seed 000's running example); for planar position tasks
 (``tip_xy``, ``com_xy``) it is a cross-hair at ``x̄``.
 """
@@ -21,6 +23,8 @@ from poise.models.base import FloatArray
 #: After a drag the handle stays where it was dropped until the service reports that target,
 #: or this long [s] (so it does not flicker back to the old target in between).
 HOLD_S = 2.0
+#: Most :attr:`ArmView.target_moved` signals per second while the target is dragged.
+DRAG_HZ = 25.0
 ARM_COLOR = "#1f3b57"
 GHOST_COLOR = "#a8b3bd"
 TARGET_COLOR = "#d62728"
@@ -51,9 +55,11 @@ class ArmView(pg.PlotWidget):
 
     Signals:
         target_dragged(list): the operator released the target at this ``x̄`` [task units].
+        target_moved(list): the operator is dragging the target; it is at this ``x̄`` now.
     """
 
     target_dragged = QtCore.Signal(list)
+    target_moved = QtCore.Signal(list)
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent, background="w")
@@ -73,6 +79,7 @@ class ArmView(pg.PlotWidget):
         self.addItem(self.tip)
         self.handle: pg.InfiniteLine | pg.TargetItem | None = None
         self._held: tuple[np.ndarray, float] | None = None  # dropped x̄, until when
+        self._moved_at = -1e9  # when target_moved was last emitted [s, monotonic]
         self.note = pg.TextItem("waiting for the model…", color="#555", anchor=(0.5, 0.5))
         self.addItem(self.note)
 
@@ -112,6 +119,7 @@ class ArmView(pg.PlotWidget):
                                         label="x̄", labelOpts={"color": TARGET_COLOR})
         self.handle.setZValue(10)
         self.handle.sigPositionChangeFinished.connect(self._released)
+        self.handle.sigPositionChanged.connect(self._moved)
         self.addItem(self.handle)
 
     # ------------------------------------------------------------------ target
@@ -164,6 +172,14 @@ class ArmView(pg.PlotWidget):
     def release_hold(self) -> None:
         """Let the handle follow the service's target again (e.g. the drag was refused)."""
         self._held = None
+
+    def _moved(self, *_: Any) -> None:
+        """The handle moved: while the operator drags it, :attr:`target_moved` at most
+        :data:`DRAG_HZ` times a second (programmatic moves emit nothing)."""
+        now = time.monotonic()
+        if self.dragging() and now - self._moved_at >= 1.0 / DRAG_HZ:
+            self._moved_at = now
+            self.target_moved.emit(self.target())
 
     def _released(self, *_: Any) -> None:
         value = self.target()

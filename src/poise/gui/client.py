@@ -123,8 +123,9 @@ class MqttLink(QtCore.QObject):
             self._telemetry.clear()
         return out
 
-    def send(self, name: str, value: Any = None) -> tuple[str | None, str]:
-        """Publish command ``name`` to the selected robot.
+    def send(self, name: str, value: Any = None, **extra: Any) -> tuple[str | None, str]:
+        """Publish command ``name`` to the selected robot (``extra``: more payload keys,
+        e.g. ``stream=True`` for a streamed target).
 
         Returns:
             ``(id, "")`` when handed to the broker, ``(None, reason)`` when it could not be sent.
@@ -140,7 +141,7 @@ class MqttLink(QtCore.QObject):
             return None, str(exc)
         cid = f"gui-{self._prefix}-{next(self._ids)}"
         try:
-            payload = json.dumps({"id": cid, "value": value})
+            payload = json.dumps({"id": cid, "value": value, **extra})
         except (TypeError, ValueError) as exc:
             return None, f"value is not JSON: {exc}"
         info = self._client.publish(name_topic, payload, qos=1)

@@ -30,6 +30,8 @@ from poise.models import ModelError, model_from_dict
 
 FRAME_MS = 33
 WINDOWS_S = (2.0, 5.0, 10.0, 30.0, 60.0)
+#: The pending-answer name of a streamed target sample (a drag).
+STREAMED = "target (streamed)"
 #: A command with no answer after this long is reported as unanswered [s].
 ANSWER_TIMEOUT_S = 5.0
 
@@ -62,6 +64,8 @@ class DashboardWindow(QtWidgets.QMainWindow):
         self.params: dict[str, Any] = {}
         self.pending: dict[str, tuple[str, Any, float]] = {}
         self.answers: list[dict[str, Any]] = []
+        #: Answers to the streamed samples of a drag (accepted ones are not in ``answers``).
+        self.streamed_answers = 0
         self.frame_ms: collections.deque[float] = collections.deque(maxlen=90)
         self.window_s = 10.0
         self.paused = False
@@ -94,7 +98,8 @@ class DashboardWindow(QtWidgets.QMainWindow):
 
         self.controls.command.connect(self.send)
         self.controls.robot_selected.connect(self.operator_selected)
-        self.arm.target_dragged.connect(lambda value: self.send("target", value))
+        self.arm.target_dragged.connect(self.target_dropped)
+        self.arm.target_moved.connect(self.target_moving)
         if link is not None:
             link.connection.connect(self.controls.set_broker)
             link.robot_state.connect(self.on_robot_state)
@@ -117,6 +122,12 @@ class DashboardWindow(QtWidgets.QMainWindow):
         self.window_box.currentIndexChanged.connect(
             lambda i: self.set_window(float(self.window_box.itemData(i))))
         bar.addWidget(self.window_box)
+        self.live_drag = QtWidgets.QCheckBox("live drag")
+        self.live_drag.setChecked(True)
+        self.live_drag.setToolTip("dragging the target streams it: the arm follows the hand "
+                                  "(off: the target is planned when you let go)")
+        bar.addWidget(self.live_drag)
+        bar.addSeparator()
         self.pause_button = QtWidgets.QPushButton("Pause")
         self.pause_button.setCheckable(True)
         self.pause_button.toggled.connect(self.set_paused)
@@ -220,18 +231,33 @@ class DashboardWindow(QtWidgets.QMainWindow):
 
     # ------------------------------------------------------------------ commands
 
-    def send(self, name: str, value: Any = None) -> str | None:
+    def target_moving(self, value: list[float]) -> None:
+        """The operator drags the target: with live drag on, each position is a streamed
+        sample (the arm follows the hand)."""
+        if self.live_drag.isChecked():
+            self.send("target", value, stream=True)
+
+    def target_dropped(self, value: list[float]) -> None:
+        """The operator let go of the target: with live drag, the last streamed sample (the
+        arm stays where the hand left it); else a target planned and moved to."""
+        if self.live_drag.isChecked():
+            self.send("target", value, stream=True)
+        else:
+            self.send("target", value)
+
+    def send(self, name: str, value: Any = None, **extra: Any) -> str | None:
         """Send a command to the selected robot; the answer shows in the panel."""
         if self.link is None:
             self.controls.show_answer(name, False, "no broker link", value=value, local=True)
             return None
-        cid, reason = self.link.send(name, value)
+        cid, reason = self.link.send(name, value, **extra)
         if cid is None:
             self.controls.show_answer(name, False, reason, value=value, local=True)
             if name == "target":
                 self.arm.release_hold()
             return None
-        self.pending[cid] = (name, value, time.monotonic())
+        streamed = bool(extra.get("stream"))
+        self.pending[cid] = (STREAMED if streamed else name, value, time.monotonic())
         return cid
 
     def on_response(self, payload: dict[str, Any]) -> None:
@@ -240,6 +266,11 @@ class DashboardWindow(QtWidgets.QMainWindow):
             return  # another client's command
         name, value, _ = self.pending.pop(cid)
         accepted = bool(payload.get("accepted"))
+        if name == STREAMED:  # a dragged sample: counted; shown only when refused
+            self.streamed_answers += 1
+            if accepted:
+                return
+            name = "target"
         self.answers.append(payload)
         self.controls.show_answer(str(payload.get("command", name)), accepted,
                                   str(payload.get("reason") or ""), value=value)

@@ -25,6 +25,7 @@ from poise.controller.realtime.messages import PlanChanged
 if TYPE_CHECKING:
     from poise.controller.realtime.mirror import ChildMirror
     from poise.models.base import MechanicalModel
+    from poise.motion.live import TrajectoryRun
     from poise.motion.motion_planner import MotionPlanner, MotionState
     from poise.motion.params import ParamError
     from poise.motion.planner import TargetPlan
@@ -58,7 +59,7 @@ class ParentPlanner:
     def steppers_loaded(self) -> bool:
         return self._factory is not None
 
-    def prepare(self, command: Command) -> TargetPlan | ParamError | None:
+    def prepare(self, command: Command) -> TargetPlan | TrajectoryRun | ParamError | None:
         """A target's offline plan, from the newest cycle record's q̄ and q and the current
         plan's goal (as ``ControlStep.make_plan`` does in the child). None (the child plans)
         for other commands, or before the loop runs (nothing to disturb yet). A bad or
@@ -66,6 +67,9 @@ class ParentPlanner:
         never planned (None)."""
         mirror = self._mirror
         s = mirror._last_sample
+        if command.name == "trajectory" and command.value != "stop" and s is not None and \
+                mirror.state == State.RUNNING:
+            return self._trajectory(command.value, np.asarray(s.q_bar, dtype=float))
         if command.name != "target" or mirror.state != State.RUNNING or s is None:
             return None
         streamed = command.stream if command.stream is not None else \
@@ -88,6 +92,29 @@ class ParentPlanner:
             return ParamError(str(exc))
         except ParamError as exc:
             return exc
+
+    def _trajectory(self, value: object, q_bar: np.ndarray) -> TrajectoryRun | ParamError | None:
+        """A trajectory's waypoints checked and shaped here from the newest q̄
+        (:func:`~poise.motion.live.prepare_trajectory`: Algorithm 1 along the whole path,
+        0.1–0.3 s for 20 s of it), not beside the loop; the child follows what it is handed.
+        Refused: the :class:`ParamError` the child answers with. None before the child
+        reported its limits (the child checks it itself)."""
+        from poise.motion.live import prepare_trajectory
+        from poise.motion.params import ParamError
+        from poise.motion.trajectory import Trajectory, TrajectoryError
+
+        limits = self._mirror._limits
+        if limits is None:
+            return None
+        cfg = self._config
+        try:
+            trajectory = Trajectory.from_payload(value, self._model.task_dim)
+            return prepare_trajectory(self._model, trajectory, q_bar, limits,
+                                      period=1.0 / cfg.loop.rate,
+                                      tolerance=cfg.algorithm.tolerance, delay=1,
+                                      shaper=cfg.loop.shaper)
+        except TrajectoryError as exc:
+            return ParamError(f"trajectory refused: {exc}")
 
     def on_plan(self, msg: PlanChanged) -> None:
         """Once the child has a plan with a goal: load what planning here needs in a thread
