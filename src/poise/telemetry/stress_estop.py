@@ -183,6 +183,7 @@ def estop_behind_commands(url: str, rounds: int = 100, flood: int = 2000, seed: 
             svc.close()
     return {"rounds": rounds, "flood": flood, "accepted_after_estop": accepted_after,
             "left_estop": left_estop, "unanswered": unanswered,
+            "faults_between_rounds": svc.faults,
             "latched_ms": percentiles(latch_ms),
             "state_estop_ms": percentiles(state_ms), "state_estop_missing": no_state,
             "state_goal_ms": STATE_GOAL_MS}
