@@ -107,3 +107,58 @@ def test_without_a_configured_broker_an_embedded_one_serves_on_loopback(tmp_path
         telemetry.stop()
     assert state is not None and state.retain and state.json()["state"] == "idle"
     assert read_log(tmp_path / "run.mcap").finished
+
+
+def test_streamed_targets_over_mqtt_are_each_answered_and_followed_never_superseded(
+        broker_url, request):  # noqa: F811 - the imported fixture
+    """``set/target`` with ``"stream": true`` at 50 per second through a real broker and the
+    bridge's dispatcher: every one accepted (none "superseded", none "busy"), and the
+    controller follows them as one stream (the cycle records carry the moving reference)."""
+    import json
+    import math
+
+    config = load_config(None, {
+        "device.port": ("sim", "test"), "model.name": ("double_pendulum", "test"),
+        "algorithm.target": ([0.5], "test"), "mqtt.enabled": (False, "test")})
+    ctl = Controller(config)
+    mc = MqttConfig.from_settings(config.mqtt, url=broker_url,
+                                  robot_id="stream-" + uuid.uuid4().hex[:8])
+    request.addfinalizer(lambda: forget(mc))
+    bridge = MqttBridge(ctl, ctl.subscribe(), ctl.events(), mc,
+                        params=lambda: ctl.params.as_dict(), model=ctl.model.describe())
+    samples = ctl.subscribe()
+    try:
+        with Recorder(mc) as rec:
+            bridge.start()
+            assert bridge.wait_connected(5)
+            rec.command("run", "start", id="s1")
+            assert rec.wait_for(lambda m: m.name == "$state" and
+                                m.json()["state"] == "running", 60) is not None
+            deadline = time.monotonic() + 60
+            while ctl.step.goal is not None and time.monotonic() < deadline:
+                time.sleep(0.05)  # the start's move has arrived
+            n = len(rec.messages)
+            ids = [f"d{k}" for k in range(100)]
+            for k, cid in enumerate(ids):
+                x = 0.5 + 0.03 * math.sin(2 * math.pi * k / 100)
+                rec.publish(rec.topics.set("target"),
+                            json.dumps({"id": cid, "value": [x], "stream": True}))
+                time.sleep(0.02)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                answers = {m.json()["id"]: m.json() for m in rec.named("response")[0:]
+                           if m.json()["id"] in ids}
+                if len(answers) == len(ids):
+                    break
+                time.sleep(0.05)
+            assert len(answers) == len(ids), f"{len(answers)} of {len(ids)} answered"
+            refused = [a for a in answers.values() if not a["accepted"]]
+            assert refused == [], refused[:3]
+            assert ctl.target_status == "stream"
+            assert rec.wait_for(lambda m: m.name == "$state" and
+                                m.json().get("target") == "stream", 10, start=n) is not None
+    finally:
+        ctl.close()
+        bridge.stop()
+    targets = [s.target[0] for s in samples.drain() if s.state == "running"]
+    assert max(targets) > 0.5 + 0.02 and min(targets) < 0.5 - 0.02  # the reference moved
