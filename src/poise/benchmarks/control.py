@@ -17,9 +17,12 @@ noisy sensors):
 * **settling time**: when the error entered the band for good;
 * **3 T**: three periods ``2π/ω`` of the slowest structural mode of the move — at its start
   or at the target, whichever is slower (the dancer's ankle sways at 1 rad/s upright and at
-  2 rad/s crouched; the arm passes through both) — the goal is settling ≤ 3 T; the JSON also
-  has 3 T at the target alone; **move**: the unshaped move's duration at the allowed actuator
-  speed (no controller can be faster than the rate limits allow);
+  2 rad/s crouched; the arm passes through both) — the goal is settling within 3 T of the end
+  of the fastest move the actuator limits allow (issue 33: counted from the command, two
+  tendon_3link targets could not meet it whatever the controller did); the JSON also has 3 T
+  at the target alone and the share within 3 T of the command; **move**: the unshaped move's
+  duration at the allowed actuator speed (no controller can be faster than the rate limits
+  allow);
 * **overshoot**: the largest excursion past the target along the direction of the move, in %
   of the distance moved;
 * **peak actuator rate**: the largest ``|Δq̄a| / Δt`` of the setpoints, as a fraction of the
@@ -212,6 +215,9 @@ def summarise(results: Sequence[TargetResult]) -> dict[str, Any]:
         "settle_s": {"p50": pct(settle, 50), "p90": pct(settle, 90), "max": pct(settle, 100)},
         "settle_over_3T": {"p50": pct(ratio, 50), "max": pct(ratio, 100)},
         "within_3T_pct": 100.0 * float(np.mean(ratio <= 1.0)) if ratio.size else None,
+        # the goal: within 3 T of the end of the fastest move the actuator limits allow
+        "within_3T_after_move_pct": 100.0 * float(np.mean(after <= 1.0)) if after.size
+        else None,
         "after_move_over_3T_max": pct(after, 100),
         "goal_3T_s": {"min": min(r.goal_s for r in results), "max":
                       max(r.goal_s for r in results)} if results else None,
@@ -279,7 +285,7 @@ def run(models: Sequence[str] = MODELS, modes: Sequence[str] = MODES,
 def table(result: dict[str, Any]) -> str:
     """The results as a text table."""
     head = (f"{'model':16} {'mode':4} {'alg':4} {'ok %':>5} {'settle p50':>10} {'max':>6} "
-            f"{'3T':>11} {'max/3T':>7} {'ovs %':>6} {'rate':>5} {'resid':>8}")
+            f"{'3T':>11} {'max/3T':>7} {'≤3T %':>6} {'ovs %':>6} {'rate':>5} {'resid':>8}")
     lines = [head, "-" * len(head)]
 
     def f(v: float | None, fmt: str) -> str:
@@ -293,12 +299,14 @@ def table(result: dict[str, Any]) -> str:
             f"{c['model']:16} {c['mode']:4} {c['algorithm']:4} {c['success_pct']:5.0f} "
             f"{f(c['settle_s']['p50'], '10.2f')} {f(c['settle_s']['max'], '6.2f')} "
             f"{goal:>11} {f(c['settle_over_3T']['max'], '7.2f')} "
+            f"{f(c.get('within_3T_after_move_pct'), '6.0f')} "
             f"{c['overshoot_pct_max']:6.1f} {c['peak_rate_max']:5.2f} "
             f"{c['residual_max']:8.1e}")
     lines.append(
         f"{result['targets_per_case']} targets per case, band {result['band']} held "
         f"{result['hold_s']:g} s; settle [s] from the command; 3T: three periods of the slowest "
-        "structural mode (range over the targets); ovs: overshoot along the move; rate: peak "
+        "structural mode (range over the targets); ≤3T %: settled within 3T of the end of the "
+        "fastest move the rate limits allow (the goal); ovs: overshoot along the move; rate: peak "
         "setpoint rate / rate limit; resid: max ‖G_u(q̄)‖ [N·m]; "
         f"wall {result['wall_s']:.0f} s, load {result['load_avg'][0]:.1f}")
     for name, path in (result.get("plants") or {}).items():
