@@ -114,6 +114,17 @@ class LoopConfig:
         "(poise.motion.dwell): the one whose predicted response settles "
         "first (a few seconds of planning; poise.motion.reference); false: "
         "the configured shaper at full speed")
+    live_targets: bool = setting(
+        True, "boolean", "a target received while the loop runs, with every rate gain of the "
+        "algorithm 'auto', is answered as soon as one solve from q̄ settles it (milliseconds): "
+        "the move starts at once with the configured shaper at full speed, and the gains at "
+        "the new target and (fb, follow_model) the predicted response follow from a "
+        "background thread within loop.plan_budget; otherwise (and false) it is planned in "
+        "full before the answer, choose_move included")
+    plan_budget: float = setting(
+        5.0, "number", "how long the background part of a target answered at once may take "
+        "[s]: later, its predicted response is dropped (the gains at the new target are still "
+        "applied)", gt=0, le=600)
     switch_interval: float = setting(
         2e-4, "number", "sys.setswitchinterval while the loop runs [s]: how long another "
         "Python thread may hold the GIL before the loop thread gets it; 0 leaves it", ge=0,
