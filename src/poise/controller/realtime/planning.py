@@ -41,6 +41,10 @@ if TYPE_CHECKING:
     from poise.motion.stepper import Stepper
 
 
+#: Quick plans handed over whose answer is remembered at most (older ones are forgotten).
+MAX_UNANSWERED = 8
+
+
 class ParentPlanner:
     """A target command's plan made in the parent (see the module docstring).
 
@@ -67,10 +71,11 @@ class ParentPlanner:
         #: The thread of :meth:`_warm` (started once), and whether it or a plan planned.
         self.warmer: threading.Thread | None = None
         self.warm = False
-        #: The quick plans handed over: their serials, and the last one's state (refined
-        #: once the child has adopted it, :meth:`answered`).
+        #: The quick plans handed over and not yet answered, by serial, with the state each
+        #: was made from (refined once the child has adopted it, :meth:`answered`).
         self._serials = itertools.count(1)
-        self._quick: tuple[QuickTarget, MotionState] | None = None
+        self._quick: dict[int, MotionState] = {}
+        self._quick_lock = threading.Lock()
         cpus = plan_cpus(config.loop.cpu)[0]
         #: Refines the quick plans the child adopted (one thread, the newest job only).
         self.refiner = PlanRefiner(self._refining, self._refined,
@@ -98,7 +103,6 @@ class ParentPlanner:
         from poise.motion.params import ParamError, gains_automatic, parse_target
         from poise.motion.planner import UnstableTarget
 
-        self._quick = None
         self.refiner.cancel()  # an older target's refinement: the child drops it anyway
         try:
             target = parse_target(command.value, self._model.task_dim, self._reach)
@@ -112,7 +116,10 @@ class ParentPlanner:
                 if quick is not None:
                     self.warm = True
                     made = QuickTarget(quick, next(self._serials))
-                    self._quick = (made, state)
+                    with self._quick_lock:
+                        while len(self._quick) >= MAX_UNANSWERED:  # never answered
+                            del self._quick[next(iter(self._quick))]
+                        self._quick[made.serial] = state
                     return made
             plan = planner.target_plan(target, state)
             self.warm = True
@@ -126,13 +133,13 @@ class ParentPlanner:
         """The child's answer to a target handed over as ``prepared``: a quick plan it
         accepted (and adopted) is refined here from now on, with the parameters it reported
         with the answer."""
-        made = self._quick
-        if made is None or made[0] is not prepared or not response.accepted:
+        if not isinstance(prepared, QuickTarget):
             return
-        self._quick = None
-        quick, state = made
-        self.refiner.submit(quick.plan, replace(state, params=self._mirror.params),
-                            quick.serial)
+        with self._quick_lock:
+            state = self._quick.pop(prepared.serial, None)
+        if state is not None and response.accepted:
+            self.refiner.submit(prepared.plan, replace(state, params=self._mirror.params),
+                                prepared.serial)
 
     def _refining(self) -> MotionPlanner:
         """The planner a refinement runs with: the child's limits, this process's compiled
