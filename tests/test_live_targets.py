@@ -175,6 +175,24 @@ def test_a_gain_sent_before_the_background_plan_is_checked_at_the_new_target(run
     np.testing.assert_allclose(ctl.params.stability.q, plan.q_goal, atol=1e-12)
 
 
+def test_a_background_plan_over_its_budget_brings_the_gains_but_not_the_reference():
+    """``loop.plan_budget`` = 0.1 ms, less than any bound computation: the predicted response
+    is dropped; the gains at the new target come all the same (past the move, the previous
+    target's would act at the new one)."""
+    with shared(algorithm__target=[0.5], loop__mode="fb", loop__plan_budget=1e-4) as ctl:
+        assert ctl.start().accepted
+        assert wait_until(lambda: ctl.summary()["reached"], SLOW, 0.1), ctl.summary()
+        events = ctl.events(history=False)
+        assert ctl.submit(Command("target", [0.45])).accepted
+        plan = ctl.step.plan
+        seen: list = []
+        assert wait_until(lambda: refined_events(seen.extend(events.drain()) or seen), SLOW)
+        (got,) = refined_events(seen)  # answered at once, the background part came late
+        assert got["late"] and not got["reference"] and "plan_budget" in got["text"]
+        np.testing.assert_allclose(ctl.params.stability.q, plan.q_goal, atol=1e-12)
+        assert ctl.step.plan is plan and ctl.step.reference_seconds is None
+
+
 @pytest.mark.parametrize("why", ["explicit gain", "live_targets off"])
 def test_targets_with_an_explicit_gain_or_without_live_targets_are_planned_before_the_answer(
         why):
@@ -182,6 +200,7 @@ def test_targets_with_an_explicit_gain_or_without_live_targets_are_planned_befor
         {"algorithm__gamma": 2.0}
     with shared(algorithm__target=[0.5], loop__mode="fb", **keys) as ctl:
         assert ctl.start().accepted
+        assert wait_until(lambda: ctl.summary()["reached"], SLOW, 0.1), ctl.summary()
         assert ctl.submit(Command("target", [0.45])).accepted
         # answered with the parameters at the new target: its bound, the reference
         plan = ctl.step.plan
@@ -207,6 +226,7 @@ def test_unreachable_targets_keep_their_answer(running):
 def test_an_unstable_target_is_still_refused_and_the_arm_keeps_its_target():
     with shared("dancer", algorithm__target=[0.1, 0.95]) as ctl:
         assert ctl.start().accepted
+        assert wait_until(lambda: ctl.step.stepper is not None, SLOW)  # q̄ to plan from
         resp = ctl.submit(Command("target", [0.1, 1.05]))
         assert not resp.accepted and "unstable" in resp.reason, resp
         assert ctl.state == State.RUNNING
