@@ -14,12 +14,20 @@ new parameters; while running they go into the stream the control step follows (
 the first, where the arm is), stamped with the stream's time, and are answered at once. Only
 the first sample of a stream and refusals are recorded as events: the samples themselves
 are in every cycle record (its ``target``).
+
+With ``loop.live_targets``, a target received while the loop runs with automatic gains is
+answered at once: its quick plan (one solve from q̄, milliseconds) is adopted and the move
+starts at the next cycle; the parameters at the target and the predicted response to the move
+follow from a background thread (:class:`~poise.controller.refine.PlanRefiner`,
+:meth:`CommandRoom.apply_refinement`). Targets that one solve does not settle (unreachable,
+unstable) and those sent with explicit gains are planned in full before the answer.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -27,6 +35,8 @@ import numpy as np
 from poise.api.bus import COMMAND_NAMES, ESTOP_CANCELLED, Command, CommandResponse
 from poise.api.rules import RuleError, check_reference
 from poise.api.state import State
+from poise.controller.refine import PlanRefiner, QuickTarget, RefineJob
+from poise.models.base import FloatArray
 from poise.motion.live import (
     TrajectoryRun,
     actuator_map,
@@ -40,6 +50,7 @@ from poise.motion.options import MotionOptions
 from poise.motion.params import (
     LiveParams,
     ParamError,
+    gains_automatic,
     parse_target,
     with_algorithm,
     with_gains,
@@ -81,6 +92,20 @@ def jsonable(v: Any) -> Any:
     return v
 
 
+@dataclass(frozen=True)
+class Unrefined:
+    """The quick plan adopted last, waiting for its refinement: the plan, its serial and
+    the service's e-stop count when it was adopted."""
+
+    plan: TargetPlan
+    serial: int
+    estops: int
+
+
+#: What a ``target`` command may come with (``Controller.submit``'s ``prepared``).
+Prepared = TargetPlan | QuickTarget | TrajectoryRun | ParamError | None
+
+
 class CommandRoom:
     """Applies the service's commands (see the module docstring).
 
@@ -104,10 +129,15 @@ class CommandRoom:
         self._mapped_at = -1e9
         #: Why the arm is held back from the streamed reference ('' when it is not).
         self.clamp_note = ""
+        #: The quick plan adopted last while its refinement is still to come (None: none).
+        self.unrefined: Unrefined | None = None
+        self._serials = itertools.count(1)
+        #: Finishes this service's quick plans (one thread, the newest job only), off the
+        #: loop's CPU where it is pinned.
+        self.refiner = PlanRefiner(self._planner, self._refined,
+                                   cpus=service.cpu_plan.others if service.cpu_plan else None)
 
-    def submit(self, command: Command,
-               prepared: TargetPlan | TrajectoryRun | ParamError | None = None
-               ) -> CommandResponse:
+    def submit(self, command: Command, prepared: Prepared = None) -> CommandResponse:
         """:meth:`Controller.submit <poise.controller.service.Controller.submit>`."""
         s = self.service
         name, value, cid = command.name, command.value, command.id
@@ -136,9 +166,7 @@ class CommandRoom:
         return command.name == "target" and (
             command.stream if command.stream is not None else self.stream_targets)
 
-    def _apply(self, c: Command,
-               prepared: TargetPlan | TrajectoryRun | ParamError | None = None
-               ) -> CommandResponse:
+    def _apply(self, c: Command, prepared: Prepared = None) -> CommandResponse:
         s = self.service
         if c.name == "run":
             if c.value == "start":
@@ -160,10 +188,17 @@ class CommandRoom:
         # the loop changed them meanwhile
         p = cycle.params
         plan: TargetPlan | None = None
+        quick: QuickTarget | None = None
+        moved_from: MotionState | None = None  # a quick plan made here: refined here
         note = ""
         if c.name == "target":
-            move = self._target(c, p, prepared)
-            plan, new, note = move.plan, move.params, move.note()
+            made = self._quick(c, p, prepared)
+            if made is not None:
+                quick, moved_from = made
+                plan, new = quick.plan, self._quick_params(p, quick.plan)
+            else:
+                move = self._target(c, p, prepared)
+                plan, new, note = move.plan, move.params, move.note()
         else:
             new = self._derive(c, p)
         with s.param_lock:  # atomic with the e-stop latch (estop() takes it too)
@@ -173,23 +208,59 @@ class CommandRoom:
             if self.estopped_since(c.estops):  # latched and cleared since it was received
                 raise ParamError(ESTOP_CANCELLED)
             if cycle.params is not p:
-                new = with_plan(cycle.params, plan) if plan is not None else \
-                    self._derive(c, cycle.params)
+                if plan is None:
+                    new = self._derive(c, cycle.params)
+                else:
+                    new = self._quick_params(cycle.params, plan) if quick is not None else \
+                        with_plan(cycle.params, plan)
             if plan is not None:
                 self.adopt(plan)
+            if quick is not None:
+                self.unrefined = Unrefined(quick.plan, quick.serial, s.estops)
+                if moved_from is not None:  # here, under the lock: never after a newer one
+                    self.refiner.submit(quick.plan, replace(moved_from, params=new),
+                                        quick.serial)
             cycle.params = new
             cycle.target_set = cycle.target_set or c.name == "target"
             s.announce("param", name=c.name, value=jsonable(c.value), id=c.id,
                        source=c.source, params=new.as_dict())
         return ok(c.name, note)
 
-    def _target(self, c: Command, p: LiveParams,
-                prepared: TargetPlan | ParamError | None) -> Move:
+    def _quick(self, c: Command, p: LiveParams, prepared: Prepared
+               ) -> tuple[QuickTarget, MotionState | None] | None:
+        """A ``target`` command's quick plan (``prepared`` elsewhere, or made here with the
+        state it was made from), while the loop runs with ``loop.live_targets`` and every
+        rate gain automatic (:func:`~poise.motion.params.gains_automatic`: none can be
+        refused at the new target); None: plan it in full (:meth:`_target`), as for a
+        target that one solve from q̄ does not settle."""
+        if isinstance(prepared, QuickTarget):
+            return prepared, None
+        s = self.service
+        stepper = s.step.stepper
+        if prepared is not None or not s.config.loop.live_targets or \
+                s.state != State.RUNNING or stepper is None or not gains_automatic(p):
+            return None
+        target = parse_target(c.value, s.model.task_dim, s.reach)
+        q_bar = np.array(stepper.q_bar, dtype=float)
+        state = MotionState(p, q_bar=q_bar, move_from=q_bar)
+        plan = self._planner().quick_plan(target, state)
+        return None if plan is None else (QuickTarget(plan, next(self._serials)), state)
+
+    @staticmethod
+    def _quick_params(p: LiveParams, plan: TargetPlan) -> LiveParams:
+        """The parameters a quick plan is adopted with: ``p`` aimed at its target, the
+        gains kept until its refinement (the approach move replaces the IK's output while
+        it runs, so they do not act before); with a gain no longer automatic (a command
+        meanwhile), at the target's bound at once (:func:`with_plan`)."""
+        return replace(p, target=plan.target) if gains_automatic(p) else with_plan(p, plan)
+
+    def _target(self, c: Command, p: LiveParams, prepared: Prepared) -> Move:
         """A ``target`` command's move: its plan (``prepared`` elsewhere, or made here),
         the parameters at it and, while running and planned here, its move chosen from q̄
         (not running: ``start`` plans again)."""
         if isinstance(prepared, ParamError):
             raise prepared
+        assert not isinstance(prepared, QuickTarget)
         s = self.service
         plan = prepared if prepared is not None else self._plan(
             parse_target(c.value, s.model.task_dim, s.reach), p)
@@ -346,6 +417,7 @@ class CommandRoom:
         """The parameters after a ``gains``, ``algorithm`` or ``mode`` command, checked:
         gains within the stability bound (:mod:`poise.motion.params`)."""
         s = self.service
+        p = self._at_current_plan(p)
         if c.name == "gains":
             return with_gains(p, c.value, s.period)
         if c.name == "algorithm":
@@ -355,6 +427,69 @@ class CommandRoom:
             raise ParamError("mode 'fb' needs a measured q; this device does not measure it "
                              "(add a joint-sensor board)")
         return new
+
+    def _at_current_plan(self, p: LiveParams) -> LiveParams:
+        """``p`` at the bound of the quick plan adopted last while its refinement is still to
+        come (its parameters keep the previous target's bound till then), so that a
+        ``gains``, ``algorithm`` or ``mode`` command is checked at the new target."""
+        pending = self.unrefined
+        if pending is None or self.service.step.plan is not pending.plan:
+            return p
+        return with_plan(p, pending.plan)
+
+    def _refined(self, job: RefineJob, outcome: Move | Exception, seconds: float) -> None:
+        """The refiner's result for one of this service's quick plans, applied
+        (:meth:`apply_refinement`)."""
+        if isinstance(outcome, Exception):
+            self.apply_refinement(job.serial, None, None, seconds,
+                                  f"{type(outcome).__name__}: {outcome}")
+        else:
+            self.apply_refinement(job.serial, outcome.plan.loop, outcome.plan.reference,
+                                  seconds)
+
+    def apply_refinement(self, serial: int, loop: Any, reference: FloatArray | None,
+                         seconds: float, error: str = "") -> bool:
+        """Finish the quick plan number ``serial``: the live parameters at its target
+        (:func:`~poise.motion.params.with_plan`, with ``loop``, its linearisation with the
+        bounds computed where the refinement ran; None: the plan's own) and, made within
+        ``loop.plan_budget``, the predicted response ``reference`` that feedback follows
+        after its move (:meth:`ControlStep.follow <poise.motion.step.ControlStep.follow>`;
+        a later one is dropped, the parameters are still applied: past the move the old
+        target's gains would act at the new one). Only while that plan is still the
+        step's, the loop runs and no e-stop latched since it was adopted; then a ``param``
+        event and an ``info`` event ``plan_refined`` (``seconds``: since the plan was
+        adopted; ``error``: why the refinement failed, if it did). Returns whether it was
+        applied."""
+        s = self.service
+        pending = self.unrefined
+        if pending is None or pending.serial != serial:
+            return False
+        plan = pending.plan
+        at = plan if loop is None or loop is plan.loop else replace(plan, loop=loop)
+        budget = s.config.loop.plan_budget
+        late = seconds > budget
+        p = s.cycle.params
+        new = _refined_params(p, at)
+        with s.param_lock:  # atomic with the e-stop latch
+            if self.unrefined is not pending or s.step.plan is not plan or \
+                    s.state != State.RUNNING or s.estops != pending.estops:
+                return False
+            if s.cycle.params is not p:  # a command meanwhile
+                new = _refined_params(s.cycle.params, at)
+            s.cycle.params = new
+            followed = reference is not None and not late and s.step.follow(plan, reference)
+            self.unrefined = None
+            s.announce("param", name="refine", value=None, id="", source="planner",
+                       params=new.as_dict())
+        text = f"the background plan took {seconds:.3g} s"
+        if late and reference is not None:
+            text += (f", more than loop.plan_budget = {budget:g} s: its predicted response is "
+                     "dropped (the gains at the target are applied)")
+        if error:
+            text += f" and failed ({error}): the gains at the target are applied"
+        s.announce("info", code="plan_refined", target=plan.target.tolist(),
+                   seconds=round(seconds, 4), reference=followed, late=late, text=text)
+        return True
 
     def estopped_since(self, since: int | None) -> bool:
         """Whether an e-stop latched after ``since`` (a value of the service's ``estops``)."""
@@ -391,7 +526,10 @@ class CommandRoom:
         return planner
 
     def adopt(self, plan: TargetPlan) -> None:
-        """Make ``plan`` current: the loop moves the actuators to its goal, then runs the IK."""
+        """Make ``plan`` current: the loop moves the actuators to its goal, then runs the IK.
+        A quick plan's refinement still to come is dropped."""
+        self.unrefined = None
+        self.refiner.cancel()
         self.end_trajectory("replaced by a target")
         self.service.step.adopt(plan)
         self._stream, self.clamp_note = None, ""
@@ -401,4 +539,14 @@ class CommandRoom:
                                   text=plan.note())
 
 
-__all__ = ["STREAM_BEGUN", "CommandRoom", "jsonable", "no", "ok"]
+def _refined_params(p: LiveParams, plan: TargetPlan) -> LiveParams:
+    """``p`` at ``plan``'s target with its bound (:func:`with_plan`); ``p`` aimed at the
+    target where that refuses an explicit gain (one set meanwhile was checked at this
+    target's bound already, :meth:`CommandRoom._at_current_plan`)."""
+    try:
+        return with_plan(p, plan)
+    except ParamError:
+        return replace(p, target=plan.target)
+
+
+__all__ = ["STREAM_BEGUN", "CommandRoom", "Prepared", "Unrefined", "jsonable", "no", "ok"]

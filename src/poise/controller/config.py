@@ -8,6 +8,7 @@ Layout (every table and key optional; the defaults are the embedded ``poise run`
     [model]       name (built-in name or file), calibration (file), gravity (override)
     [algorithm]   name, update, gamma, gamma_z, gamma_e, damping, target, tolerance
     [loop]        rate, mode ("ff" | "fb"), pacing ("device" | "host"), effort_feedforward,
+                  shaper, follow_model, choose_move, live_targets, plan_budget,
                   switch_interval, compiled, priority, process ("own" | "shared"), busy_poll, wire,
                   cpu
     [limits]      qa_min, qa_max, qa_rate, qa_accel, sensor_hold, sensor_fault
@@ -113,6 +114,7 @@ def _loop(t: TableReader) -> LoopConfig:
         effort_feedforward=t.get("effort_feedforward"), shaper=t.get("shaper"),
         follow_model=t.get("follow_model"), choose_move=t.get("choose_move"),
         targets=t.get("targets"),
+        live_targets=t.get("live_targets"), plan_budget=t.get("plan_budget"),
         switch_interval=t.get("switch_interval"),
         compiled=t.get("compiled"),
         priority=t.get("priority"), process=t.get("process"),

@@ -115,6 +115,17 @@ class LoopConfig:
         "(poise.motion.dwell): the one whose predicted response settles "
         "first (a few seconds of planning; poise.motion.reference); false: "
         "the configured shaper at full speed")
+    live_targets: bool = setting(
+        True, "boolean", "a target received while the loop runs, with every rate gain of the "
+        "algorithm 'auto', is answered as soon as one solve from q̄ settles it (milliseconds): "
+        "the move starts at once with the configured shaper at full speed, and the gains at "
+        "the new target and (fb, follow_model) the predicted response follow from a "
+        "background thread within loop.plan_budget; otherwise (and false) it is planned in "
+        "full before the answer, choose_move included")
+    plan_budget: float = setting(
+        5.0, "number", "how long the background part of a target answered at once may take "
+        "[s]: later, its predicted response is dropped (the gains at the new target are still "
+        "applied)", gt=0, le=600)
     targets: str = setting(
         "move", "string", "how a target command is taken (a command's \"stream\" flag "
         "overrides it): move: planned, the arm moves to it and holds it; stream: a sample "

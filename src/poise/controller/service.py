@@ -39,7 +39,7 @@ from poise.api.bus import ESTOP_CANCELLED, Command, CommandResponse, CycleSample
 from poise.api.state import LATCHED, State, StateMachine
 from poise.controller import kernelprep
 from poise.controller import summary as summaries
-from poise.controller.commands import CommandRoom, no, ok
+from poise.controller.commands import CommandRoom, Prepared, no, ok
 from poise.controller.config import Config, ConfigError, ControllerModel, build_model
 from poise.controller.cycle import Cycle
 from poise.controller.dispatch import CommandDispatcher
@@ -51,7 +51,6 @@ from poise.devices.affinity import CpuPlan, plan_cpus
 from poise.devices.base import Device, DeviceError, DeviceInfo
 from poise.devices.factory import open_device
 from poise.motion.params import LiveParams, ParamError
-from poise.motion.planner import TargetPlan
 from poise.motion.safety import SafetyLimits
 from poise.motion.step import ControlStep
 
@@ -59,7 +58,6 @@ if TYPE_CHECKING:
     from poise.devices.simdevice import SimDevice
     from poise.kernels.packed import PackedModel
     from poise.kernels.warmup import WarmUpProgress, WarmUpStep
-    from poise.motion.live import TrajectoryRun
 
 
 class ControllerError(RuntimeError):
@@ -419,6 +417,7 @@ class Controller(ControllerFace):
         event (kind ``summary``), end the loop thread, close the link and the virtual device
         → idle."""
         self.dispatcher.close()
+        self.commands.refiner.close()
         with self._cmd_lock:
             if self.state == State.RUNNING:
                 self.stop("close")
@@ -446,17 +445,18 @@ class Controller(ControllerFace):
         answer."""
         self.dispatcher.post(command, reply)
 
-    def submit(self, command: Command, *,
-               prepared: TargetPlan | TrajectoryRun | ParamError | None = None
-               ) -> CommandResponse:
+    def submit(self, command: Command, *, prepared: Prepared = None) -> CommandResponse:
         """Validate and apply a command between two cycles (thread-safe); always answered.
 
         Refused with a reason: unknown name, bad value, not allowed in the current state
         (everything but ``clear`` and ``estop`` while the e-stop is latched).
 
-        ``prepared``: for a ``target`` command, its offline plan made elsewhere (for a
-        ``trajectory``, its checked and shaped reference; the parent
-        of the real-time process plans, so that no planning runs beside the loop), or the
+        ``prepared``: for a ``target`` command, its offline plan made elsewhere (the parent
+        of the real-time process plans, so that no planning runs beside the loop): a plan,
+        a quick plan to adopt at once (:class:`~poise.controller.refine.QuickTarget`,
+        refined later by :meth:`CommandRoom.apply_refinement
+        <poise.controller.commands.CommandRoom.apply_refinement>`), for a ``trajectory`` its
+        checked and shaped reference (:class:`~poise.motion.live.TrajectoryRun`), or the
         :class:`ParamError` that planning raised; None: planned here
         (:class:`~poise.controller.commands.CommandRoom`).
         """

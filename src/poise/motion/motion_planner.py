@@ -25,6 +25,15 @@ API::
 
 or in two halves, where the target's plan is made elsewhere or at another time:
 ``plan = planner.target_plan(target, state)`` then ``move = planner.move(plan, state)``.
+
+A target received while the loop runs may be answered at once instead (the service's
+``loop.live_targets``)::
+
+    plan = planner.quick_plan(target, state)    # one solve from q̄, milliseconds; or None:
+    step.adopt(plan)                            #   then plan(target, state) as above
+    move = planner.refine(plan, state)          # later, in a worker thread: the parameters
+    live_params = move.params                   #   at the target and the predicted response
+    step.follow(plan, move.plan.reference)      #   of the move that has begun
 ``move_from`` None keeps the plan's own move (nothing chosen, no reference): the service
 before the loop runs (start plans again), or a caller without a q̄ yet.
 
@@ -42,8 +51,8 @@ import numpy as np
 from poise.models.base import FloatArray, MechanicalModel
 from poise.motion.options import MotionOptions
 from poise.motion.params import LiveParams, with_plan
-from poise.motion.planner import TargetPlan, plan_target
-from poise.motion.reference import choose_move
+from poise.motion.planner import TargetPlan, plan_target, quick_target
+from poise.motion.reference import choose_move, with_reference
 from poise.motion.safety import SafetyLimits
 from poise.motion.stepper import Stepper, make_stepper
 
@@ -132,6 +141,46 @@ class MotionPlanner:
                            o.tolerance, period=o.period, delay=o.delay,
                            effort_feedforward=o.effort_feedforward, params=state.params,
                            shaper=o.shaper)
+
+    def quick_plan(self, target: FloatArray, state: MotionState) -> TargetPlan | None:
+        """The plan of ``target`` from one solve from ``state.q_bar``, with the loop
+        linearised at its goal and the move's shapers, made in milliseconds
+        (:func:`~poise.motion.planner.quick_target`; its goal within the model's and
+        :attr:`limits`' actuator limits). None when that solve does not settle the target
+        (unreachable and unstable targets among them) or there is no q̄ yet: plan it with
+        :meth:`plan`. Its move is the plan's own (none chosen), its parameters are not made
+        (:meth:`refine`)."""
+        if state.q_bar is None:
+            return None
+        o, lim = self.options, self.limits
+        return quick_target(self.model, np.asarray(target, dtype=float), state.q_bar,
+                            o.tolerance, period=o.period, delay=o.delay,
+                            effort_feedforward=o.effort_feedforward, shaper=o.shaper,
+                            qa_min=None if lim is None else lim.qa_min,
+                            qa_max=None if lim is None else lim.qa_max)
+
+    def refine(self, plan: TargetPlan, state: MotionState) -> Move:
+        """What a quick plan (:meth:`quick_plan`) adopted at once still lacks, computed
+        while its move runs: the parameters at its target (:func:`~poise.motion.params.
+        with_plan`: the stability bound there, automatic gains from it) and, in ``fb`` with
+        ``follow_model``, the model's predicted response to the plan's own move from
+        ``state.move_from`` (:func:`~poise.motion.reference.with_reference`; none before
+        the safety limits are known).
+
+        No move is chosen on the model here (:func:`~poise.motion.reference.choose_move`):
+        once the quick plan's move has begun, a differently timed move could not start from
+        where the arm is, and its prediction would not describe what the arm does.
+
+        Raises:
+            ParamError: an explicit gain at or above the bound at the new target.
+        """
+        if state.params is None:
+            raise ValueError("MotionPlanner.refine: the state has no live parameters")
+        params = with_plan(state.params, plan)
+        if self.limits is not None:
+            plan = with_reference(plan, state.move_from, params, self.options, self.model,
+                                  self.limits, self.stepper_factory)
+        return Move(plan, params)
 
     def move(self, plan: TargetPlan, state: MotionState) -> Move:
         """``plan`` made a move: the parameters at its target

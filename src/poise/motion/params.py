@@ -139,6 +139,13 @@ def with_stability(p: LiveParams, loop: LoopLinearisation | None = None, *,
                    stability=report)
 
 
+def gains_automatic(p: LiveParams) -> bool:
+    """Whether every rate gain of ``p``'s algorithm follows the stability bound (``"auto"``):
+    then no gain can be refused at a new target, whose bound may be computed after the
+    target was adopted."""
+    return set(ALGORITHM_GAINS.get(p.algorithm, ())) <= p.auto
+
+
 def with_plan(p: LiveParams, plan: Any) -> LiveParams:
     """``p`` at the target of ``plan`` (a :class:`~poise.motion.planner.TargetPlan`),
     with the stability report of the plan's linearisation when it has one.

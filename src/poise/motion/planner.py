@@ -21,6 +21,10 @@ from a generator seeded by the target (the same target gives the same plan). Des
 few starts misses reachable targets of a robot whose held-configuration surface folds: 9 of
 100 reachable targets of the dancer from its rest pose, each found within three such starts.
 
+A target received while the loop runs is first planned quickly (:func:`quick_target`: the
+solve from q̄ alone, milliseconds), so that the loop can start towards it at once; only when
+that one solve does not settle it is the target planned in full here.
+
 The loop then first moves the actuators to the plan's ``qa_goal`` (:func:`approach_move`: a
 straight line at the allowed actuator speeds, input-shaped on the structural modes of the loop
 linearised at the goal, :mod:`poise.motion.shaping`, so the arm arrives without ringing;
@@ -53,6 +57,9 @@ from poise.motion.stability import IKGains, LoopLinearisation, structural_modes
 
 #: Iteration cap of each offline solve.
 MAX_ITER = 300
+#: Iteration cap of a quick plan's one solve (:func:`quick_target`): ~10 µs an iteration
+#: compiled; the reference robots' solves that settle from q̄ took at most 106.
+QUICK_MAX_ITER = 200
 #: Top speed of the move to a plan's goal, as a fraction of each actuator's range per second.
 APPROACH_SPEED = 1.0
 #: The move keeps this fraction of the safety layer's rate limit (which then never clips it).
@@ -170,6 +177,54 @@ def plan_target(model: MechanicalModel, target: FloatArray, starts: Sequence[Flo
         return plan
     here = next((np.asarray(q, dtype=float) for q in starts if q is not None),
                 np.zeros(model.n))
+    return _linearised(model, plan, here, period, delay, effort_feedforward, params, shaper)
+
+
+def quick_target(model: MechanicalModel, target: FloatArray, q_bar: FloatArray, tol: float,
+                 *, period: float, delay: int = 1, effort_feedforward: bool = True,
+                 shaper: str = "auto", qa_min: FloatArray | None = None,
+                 qa_max: FloatArray | None = None) -> TargetPlan | None:
+    """The plan of ``target`` from one Algorithm-1 solve from ``q̄`` (at most
+    :data:`QUICK_MAX_ITER` iterations, the compiled solve where the model has it), made in
+    milliseconds so that a target can be adopted as soon as it is received; None when that
+    solve does not settle it, and the caller plans it in full (:func:`plan_target`).
+
+    Of :func:`plan_target` it keeps the first solve and the loop linearised at the goal
+    with the move's shapers; it leaves out the other starts, the move along the family of
+    held configurations to the one nearest the current actuators (:func:`_nearest`: the
+    goal may lie farther along it, a longer move), the extra starts and the bounds computed
+    ahead (:func:`~poise.motion.bounds.warm`). So unreachable and unstable targets, which
+    that one solve never settles, keep the full plan's answers.
+
+    Args:
+        model, target, tol, period, delay, effort_feedforward, shaper: as
+            :func:`plan_target`'s.
+        q_bar: the IK's predicted configuration q̄ now (n,).
+        qa_min, qa_max: the actuator limits the goal must lie in (m,) [actuator units]
+            (besides the model's; the run's safety limits).
+
+    Returns:
+        A reachable plan that approaches a stable held configuration within the limits that
+        meets the tolerance; None otherwise.
+    """
+    target = np.asarray(target, dtype=float)
+    here = np.asarray(q_bar, dtype=float)
+    if model.m == model.n:
+        plan = TargetPlan(target)
+    else:
+        r = _solve(model, target, here, HeldOptions(tol=tol / 10, max_iter=QUICK_MAX_ITER))
+        if not _holds(model, r, qa_min, qa_max):
+            return None
+        plan = _plan(model, target, r, True)
+    return _linearised(model, plan, here, period, delay, effort_feedforward, None, shaper)
+
+
+def _linearised(model: MechanicalModel, plan: TargetPlan, here: FloatArray, period: float,
+                delay: int, effort_feedforward: bool, params: Any, shaper: str
+                ) -> TargetPlan:
+    """``plan`` with the loop linearised at its goal (at ``here``, the current q̄, without
+    one), the bounds of ``params``' algorithm computed ahead when given, and the shapers of
+    the move's end and start (the structural modes at the goal and at ``here``)."""
     at = plan.q_goal if plan.q_goal is not None else here
     loop = LoopLinearisation(model, at, period, delay=delay,
                              effort_feedforward=effort_feedforward)
@@ -276,10 +331,25 @@ def _extra_start(model: MechanicalModel, target: FloatArray, rest: FloatArray,
         if not start.converged:
             continue
         r = _solve(model, target, start.q, options)
-        qa_end = split(model, np.asarray(r.q, dtype=float))[0]
-        if r.success and r.stable and np.all(qa_end >= lo) and np.all(qa_end <= hi):
+        if _holds(model, r):
             return r
     return None
+
+
+def _holds(model: MechanicalModel, r: IKResult, qa_min: FloatArray | None = None,
+           qa_max: FloatArray | None = None) -> bool:
+    """Whether ``r`` meets its tolerance with a stable held configuration whose actuators
+    lie within the model's limits (and ``qa_min``/``qa_max`` where given)."""
+    if not (r.success and r.stable):
+        return False
+    qa = split(model, np.asarray(r.q, dtype=float))[0]
+    lo = np.asarray(model.qa_min, dtype=float)
+    hi = np.asarray(model.qa_max, dtype=float)
+    if qa_min is not None:
+        lo = np.maximum(lo, np.asarray(qa_min, dtype=float))
+    if qa_max is not None:
+        hi = np.minimum(hi, np.asarray(qa_max, dtype=float))
+    return bool(np.all(qa >= lo) and np.all(qa <= hi))
 
 
 def _plan(model: MechanicalModel, target: FloatArray, r: IKResult,
@@ -309,5 +379,6 @@ def approach_move(plan: TargetPlan, qa: FloatArray, qa_min: FloatArray, qa_max: 
                       plan.shaper, plan.start_shaper, plan.warp)
 
 
-__all__ = ["APPROACH_SPEED", "EXTRA_STARTS", "INNER_RANGE", "RATE_MARGIN", "TargetPlan",
-           "UnstableTarget", "approach_move", "approach_speed", "plan_target"]
+__all__ = ["APPROACH_SPEED", "EXTRA_STARTS", "INNER_RANGE", "QUICK_MAX_ITER", "RATE_MARGIN",
+           "TargetPlan", "UnstableTarget", "approach_move", "approach_speed", "plan_target",
+           "quick_target"]

@@ -20,7 +20,7 @@ from multiprocessing import connection
 from typing import Any
 
 from poise.api.bus import CommandResponse
-from poise.controller.realtime.messages import Barrier, Call, CallKind, Reply
+from poise.controller.realtime.messages import Barrier, Call, CallKind, PlanRefined, Reply
 
 
 class RealtimeError(RuntimeError):
@@ -57,7 +57,8 @@ class CallChannel:
         self._pending_lock = threading.Lock()
         self._ids = itertools.count(1)
         self._id_lock = threading.Lock()
-        self._outbox: queue.SimpleQueue[Call | Barrier | None] = queue.SimpleQueue()
+        self._outbox: queue.SimpleQueue[Call | Barrier | PlanRefined | None] = \
+            queue.SimpleQueue()
         self.sender = threading.Thread(target=self._send_loop, name="poise-rt-send",
                                        daemon=True)
         self.sender.start()
@@ -100,6 +101,10 @@ class CallChannel:
     def barrier(self) -> None:
         """Tell the child that calls sent from now on came after the e-stop it took."""
         self._outbox.put(Barrier(self.next_id()))
+
+    def tell(self, message: PlanRefined) -> None:
+        """A message that is not a call (nothing answers it), after the calls sent before."""
+        self._outbox.put(message)
 
     def response(self, p: Pending, cid: int, timeout: float | None) -> CommandResponse:
         """``p``'s answer (a :class:`CommandResponse`), or a refusal saying why none came."""
@@ -149,7 +154,8 @@ class CallChannel:
             try:
                 self._down.send(item)
             except (OSError, ValueError):
-                self.fail(item.call_id, self._gone())
+                if isinstance(item, Call):
+                    self.fail(item.call_id, self._gone())
 
 
 __all__ = ["CallChannel", "Pending", "RealtimeError"]

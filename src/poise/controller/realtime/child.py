@@ -32,6 +32,7 @@ from poise.controller.realtime.messages import (
     Hello,
     ParamsChanged,
     PlanChanged,
+    PlanRefined,
     Progress,
     Reply,
     UrgentAnswer,
@@ -167,6 +168,9 @@ class RealtimeChild:
                     self.unbarred -= 1
                     self.barrier = max(self.barrier, msg.call_id)
                 continue
+            if isinstance(msg, PlanRefined):  # the rest of a quick plan, made in the parent
+                self.refined(msg)
+                continue
             call: Call = msg
             cid, kind = call.call_id, call.kind
             if kind.cancelled_by_estop and (self.unbarred or cid < self.barrier):
@@ -182,6 +186,16 @@ class RealtimeChild:
             if kind is CallKind.CLOSE:
                 self.quit.set()
                 return
+
+    def refined(self, msg: PlanRefined) -> None:
+        """Apply a quick plan's refinement to the plan the controller still runs (an e-stop
+        since, or a newer plan, drops it: ``CommandRoom.apply_refinement``)."""
+        try:
+            self.ctl.commands.apply_refinement(msg.serial, msg.loop, msg.reference,
+                                               msg.seconds, msg.error)
+        except Exception as exc:  # never fatal: the plan runs on with its gains
+            self.ctl.announce("info", code="plan_refine_failed",
+                              text=f"{type(exc).__name__}: {exc}")
 
     def serve_estop(self) -> None:
         """E-stops, acted on the moment they arrive."""

@@ -3,7 +3,7 @@
 They cross the process boundary pickled, through the pipes of
 :class:`~poise.controller.realtime.parent.RealtimeController` (three, each one way)::
 
-    parent → child  commands pipe   Call, Barrier
+    parent → child  commands pipe   Call, Barrier, PlanRefined
     parent → child  e-stop pipe     Estop, PostedEstop
     child → parent  up pipe         Built, Fatal, Progress (start-up); Hello (serving);
                                     EstopCount, EventBatch, ParamsChanged, PlanChanged, Reply;
@@ -78,6 +78,25 @@ class Barrier:
     numbered below ``call_id`` were sent before it (cancelled), later ones are not."""
 
     call_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRefined:
+    """The rest of a quick plan the parent made and the child adopted (a
+    :class:`~poise.controller.refine.QuickTarget` with this ``serial``), computed in the
+    parent while its move ran: ``loop``, the plan's
+    :class:`~poise.motion.stability.LoopLinearisation` with the bounds at the target
+    computed, and ``reference``, the predicted response feedback follows after the move
+    (rows, task_dim; None: none), ``seconds`` after the plan was adopted; ``error``: why
+    the refinement failed ('' if it did not; then ``loop`` and ``reference`` are None).
+    The child applies it only to the plan it still runs
+    (``CommandRoom.apply_refinement``); it is not answered."""
+
+    serial: int
+    loop: Any
+    reference: Any
+    seconds: float
+    error: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +225,7 @@ __all__ = [
     "Hello",
     "ParamsChanged",
     "PlanChanged",
+    "PlanRefined",
     "PostedEstop",
     "Progress",
     "Reply",

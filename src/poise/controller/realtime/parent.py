@@ -138,7 +138,8 @@ class RealtimeController(ChildMirror):
         self._calls = CallChannel(self._child.down, self._refusal,
                                   lambda: self._dead or "real-time process gone")
         #: Where target commands are planned (in this process, beside nothing real-time).
-        self._planner = ParentPlanner(self, config, self.model, self.reach)
+        self._planner = ParentPlanner(self, config, self.model, self.reach,
+                                      tell=self._calls.tell)
         #: Commands posted from outside (MQTT): queued, coalesced and planned here.
         self.dispatcher = CommandDispatcher(
             self.submit, stream_targets=config.loop.targets == "stream")
@@ -193,13 +194,17 @@ class RealtimeController(ChildMirror):
 
     def submit(self, command: Command) -> CommandResponse:
         """Validate and apply ``command`` in the child, a target planned here first
-        (:meth:`ParentPlanner.prepare`); always answered. One received before an e-stop that
-        has latched since is refused here, unplanned (the child would refuse it too:
-        ``Command.estops``)."""
+        (:meth:`ParentPlanner.prepare`; a quick plan, adopted at once, is refined here once
+        the child has it: :meth:`ParentPlanner.answered`); always answered. One received
+        before an e-stop that has latched since is refused here, unplanned (the child would
+        refuse it too: ``Command.estops``)."""
         if command.estops is not None and command.estops < self._estops:
             return CommandResponse(command.id, command.name, False, ESTOP_CANCELLED)
-        return self._command(CallKind.SUBMIT, command, self._planner.prepare(command),
-                             name=command.name, cid=command.id)
+        prepared = self._planner.prepare(command)
+        response = self._command(CallKind.SUBMIT, command, prepared, name=command.name,
+                                 cid=command.id)
+        self._planner.answered(prepared, response)
+        return response
 
     def set_target(self, target: Any, source: str = "api") -> CommandResponse:
         """Shorthand for ``submit(Command("target", target))``."""
@@ -298,6 +303,7 @@ class RealtimeController(ChildMirror):
             return
         self._closed = True
         self.dispatcher.close()
+        self._planner.refiner.close()
         if not self._dead:
             with contextlib.suppress(RealtimeError):
                 self._final = self._calls.call(CallKind.CLOSE, timeout=timeout)

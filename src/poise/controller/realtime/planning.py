@@ -6,30 +6,44 @@ loop for the real-time process's CPU; the child applies the plan it is handed
 (``Controller.submit(command, prepared=plan)``). It reads the child's state from the
 :class:`~poise.controller.realtime.mirror.ChildMirror` (the newest cycle record, the current
 plan's goal, the live parameters, the safety limits). All planning of the parent is here.
+
+With ``loop.live_targets`` and automatic gains a target is first planned quickly
+(:meth:`MotionPlanner.quick_plan <poise.motion.motion_planner.MotionPlanner.quick_plan>`)
+and handed over as a :class:`~poise.controller.refine.QuickTarget`, which the child adopts
+at once; once it has, this process refines it in a worker thread of its own
+(:class:`~poise.controller.refine.PlanRefiner`, off the loop's CPU where that is pinned) and
+sends the result to the child (:class:`~poise.controller.realtime.messages.PlanRefined`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from poise.api.bus import Command
+from poise.api.bus import Command, CommandResponse
 from poise.api.state import State
 from poise.controller.config import Config
-from poise.controller.realtime.messages import PlanChanged
+from poise.controller.realtime.messages import PlanChanged, PlanRefined
+from poise.controller.refine import PlanRefiner, QuickTarget, RefineJob
 
 if TYPE_CHECKING:
     from poise.controller.realtime.mirror import ChildMirror
     from poise.models.base import MechanicalModel
     from poise.motion.live import TrajectoryRun
-    from poise.motion.motion_planner import MotionPlanner, MotionState
+    from poise.motion.motion_planner import MotionPlanner, MotionState, Move
     from poise.motion.params import ParamError
     from poise.motion.planner import TargetPlan
     from poise.motion.stepper import Stepper
+
+
+#: Quick plans handed over whose answer is remembered at most (older ones are forgotten).
+MAX_UNANSWERED = 8
 
 
 class ParentPlanner:
@@ -39,11 +53,15 @@ class ParentPlanner:
         mirror: the child's state as reported (read, never changed).
         config: the configuration (``algorithm.tolerance``, ``loop`` shaping and steppers).
         model: the robot's model; ``reach``: its reach [m] (targets beyond it are refused).
+        tell: sends a quick plan's refinement to the child (after the calls sent before).
     """
 
     def __init__(self, mirror: ChildMirror, config: Config, model: MechanicalModel,
-                 reach: float | None) -> None:
-        self._mirror = mirror
+                 reach: float | None,
+                 tell: Callable[[PlanRefined], None] = lambda msg: None) -> None:
+        from poise.devices.affinity import plan_cpus
+
+        self._mirror, self._tell = mirror, tell
         self._config, self._model, self._reach = config, model, reach
         #: The one entry point from a target to its move (:meth:`_motion`; made at the first
         #: plan: importing the planner loads SciPy and Numba, which the parent defers).
@@ -54,17 +72,32 @@ class ParentPlanner:
         #: The thread of :meth:`_warm` (started once), and whether it or a plan planned.
         self.warmer: threading.Thread | None = None
         self.warm = False
+        #: The quick plans handed over and not yet answered, by serial, with the state each
+        #: was made from (refined once the child has adopted it, :meth:`answered`).
+        self._serials = itertools.count(1)
+        self._quick: dict[int, MotionState] = {}
+        self._quick_lock = threading.Lock()
+        cpus = plan_cpus(config.loop.cpu)[0]
+        #: Refines the quick plans the child adopted (one thread, the newest job only).
+        self.refiner = PlanRefiner(self._refining, self._refined,
+                                   cpus=cpus.others if cpus is not None else None,
+                                   name="poise-plan-refine")
 
     @property
     def steppers_loaded(self) -> bool:
         return self._factory is not None
 
-    def prepare(self, command: Command) -> TargetPlan | TrajectoryRun | ParamError | None:
+    def prepare(self, command: Command
+                ) -> TargetPlan | QuickTarget | TrajectoryRun | ParamError | None:
         """A target's offline plan, from the newest cycle record's q̄ and q and the current
         plan's goal (as ``ControlStep.make_plan`` does in the child). None (the child plans)
         for other commands, or before the loop runs (nothing to disturb yet). A bad or
         unstable target: the :class:`ParamError` the child answers with. A streamed target is
-        never planned (None)."""
+        never planned (None); a trajectory is checked and shaped here (:meth:`_trajectory`).
+
+        With ``loop.live_targets`` and every rate gain automatic, the quick plan from q̄
+        where one solve settles the target (:class:`QuickTarget`: the child adopts it at
+        once; :meth:`answered` then starts its refinement here); else the full plan."""
         mirror = self._mirror
         s = mirror._last_sample
         if command.name == "trajectory" and command.value != "stop" and s is not None and \
@@ -77,15 +110,28 @@ class ParentPlanner:
         if streamed:  # a sample of a moving reference: never planned
             return None
         from poise.motion.motion_planner import MotionState
-        from poise.motion.params import ParamError, parse_target
+        from poise.motion.params import ParamError, gains_automatic, parse_target
         from poise.motion.planner import UnstableTarget
 
+        self.refiner.cancel()  # an older target's refinement: the child drops it anyway
         try:
             target = parse_target(command.value, self._model.task_dim, self._reach)
             q_bar = np.asarray(s.q_bar, dtype=float)
             state = MotionState(mirror.params, q_bar=q_bar, q=np.asarray(s.q, dtype=float),
                                 goal=mirror._plan_goal, move_from=q_bar)
-            plan = self._motion().target_plan(target, state)
+            planner = self._motion()
+            if self._config.loop.live_targets and gains_automatic(mirror.params):
+                planner.limits = mirror._limits  # type: ignore[assignment]
+                quick = planner.quick_plan(target, state)
+                if quick is not None:
+                    self.warm = True
+                    made = QuickTarget(quick, next(self._serials))
+                    with self._quick_lock:
+                        while len(self._quick) >= MAX_UNANSWERED:  # never answered
+                            del self._quick[next(iter(self._quick))]
+                        self._quick[made.serial] = state
+                    return made
+            plan = planner.target_plan(target, state)
             self.warm = True
             return self._move(plan, state)
         except UnstableTarget as exc:
@@ -115,6 +161,35 @@ class ParentPlanner:
                                       shaper=cfg.loop.shaper)
         except TrajectoryError as exc:
             return ParamError(f"trajectory refused: {exc}")
+
+    def answered(self, prepared: object, response: CommandResponse) -> None:
+        """The child's answer to a target handed over as ``prepared``: a quick plan it
+        accepted (and adopted) is refined here from now on, with the parameters it reported
+        with the answer."""
+        if not isinstance(prepared, QuickTarget):
+            return
+        with self._quick_lock:
+            state = self._quick.pop(prepared.serial, None)
+        if state is not None and response.accepted:
+            self.refiner.submit(prepared.plan, replace(state, params=self._mirror.params),
+                                prepared.serial)
+
+    def _refining(self) -> MotionPlanner:
+        """The planner a refinement runs with: the child's limits, this process's compiled
+        steppers."""
+        planner = self._motion()
+        planner.limits, planner.stepper_factory = self._mirror._limits, self._steppers()
+        return planner
+
+    def _refined(self, job: RefineJob, outcome: Move | Exception, seconds: float) -> None:
+        """A refinement to the child (in the worker thread; it applies it only to the plan
+        it still runs)."""
+        if isinstance(outcome, Exception):
+            self._tell(PlanRefined(job.serial, None, None, seconds,
+                                   f"{type(outcome).__name__}: {outcome}"))
+        else:
+            self._tell(PlanRefined(job.serial, outcome.plan.loop, outcome.plan.reference,
+                                   seconds))
 
     def on_plan(self, msg: PlanChanged) -> None:
         """Once the child has a plan with a goal: load what planning here needs in a thread
