@@ -38,6 +38,7 @@ stability bound at the target and the modes the shaper cancels.
 
 from __future__ import annotations
 
+import weakref
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -184,12 +185,14 @@ def quick_target(model: MechanicalModel, target: FloatArray, q_bar: FloatArray, 
                  *, period: float, delay: int = 1, effort_feedforward: bool = True,
                  shaper: str = "auto", qa_min: FloatArray | None = None,
                  qa_max: FloatArray | None = None) -> TargetPlan | None:
-    """The plan of ``target`` from one Algorithm-1 solve from ``q̄`` (at most
-    :data:`QUICK_MAX_ITER` iterations, the compiled solve where the model has it), made in
-    milliseconds so that a target can be adopted as soon as it is received; None when that
-    solve does not settle it, and the caller plans it in full (:func:`plan_target`).
+    """The plan of ``target`` from one Algorithm-1 solve from ``q̄`` and, where that does not
+    settle it, one from the rest pose (at most :data:`QUICK_MAX_ITER` iterations each, the
+    compiled solve where the model has it), made in milliseconds so that a target can be
+    adopted as soon as it is received; None when neither settles it, and the caller plans it
+    in full (:func:`plan_target`). (From q̄ alone, 34 of 200 targets of ``poise bench
+    control``'s five robots missed: 32 of them settle from the rest pose.)
 
-    Of :func:`plan_target` it keeps the first solve and the loop linearised at the goal
+    Of :func:`plan_target` it keeps those two solves and the loop linearised at the goal
     with the move's shapers; it leaves out the other starts, the move along the family of
     held configurations to the one nearest the current actuators (:func:`_nearest`: the
     goal may lie farther along it, a longer move), the extra starts and the bounds computed
@@ -212,11 +215,28 @@ def quick_target(model: MechanicalModel, target: FloatArray, q_bar: FloatArray, 
     if model.m == model.n:
         plan = TargetPlan(target)
     else:
-        r = _solve(model, target, here, HeldOptions(tol=tol / 10, max_iter=QUICK_MAX_ITER))
-        if not _holds(model, r, qa_min, qa_max):
+        options = HeldOptions(tol=tol / 10, max_iter=QUICK_MAX_ITER)
+        for start in (here, rest_pose(model)):
+            r = _solve(model, target, start, options)
+            if _holds(model, r, qa_min, qa_max):
+                break
+        else:
             return None
         plan = _plan(model, target, r, True)
     return _linearised(model, plan, here, period, delay, effort_feedforward, None, shaper)
+
+
+_REST: weakref.WeakKeyDictionary[MechanicalModel, FloatArray] = weakref.WeakKeyDictionary()
+
+
+def rest_pose(model: MechanicalModel) -> FloatArray:
+    """The held configuration with every actuator at zero (n,), solved once per model."""
+    rest = _REST.get(model)
+    if rest is None:
+        rest = _REST[model] = np.asarray(
+            solve_statics(model, np.zeros(model.m), split(model, np.zeros(model.n))[1]).q,
+            dtype=float)
+    return rest
 
 
 def _linearised(model: MechanicalModel, plan: TargetPlan, here: FloatArray, period: float,
@@ -240,7 +260,7 @@ def _plan_target(model: MechanicalModel, target: FloatArray, starts: Sequence[Fl
     if model.m == model.n:
         return TargetPlan(target)
     options = HeldOptions(tol=tol / 10, max_iter=MAX_ITER)
-    rest = solve_statics(model, np.zeros(model.m), split(model, np.zeros(model.n))[1]).q
+    rest = rest_pose(model)
     candidates = [np.asarray(q, dtype=float) for q in starts if q is not None] + [rest]
     qa_now = split(model, candidates[0])[0]
     results: list[IKResult] = []
