@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from poise.controller.commands import MAP_REFRESH_S
 from poise.controller.config import Config, ControllerModel, build_model
 from poise.devices.base import Status
 from poise.devices.inprocess import SimulatedDevice
 from poise.models.base import FloatArray
-from poise.motion.live import begin_stream
+from poise.motion.live import actuator_map, begin_stream
 from poise.motion.motion_planner import MotionPlanner
 from poise.motion.options import MotionOptions
 from poise.motion.params import LiveParams
@@ -71,6 +72,7 @@ class SimulatedLoop:
         self.time = 0.0
         #: The loop time [s] at which the followed reference's time is 0.
         self.source_origin = 0.0
+        self._mapped_at = 0.0  # when the stream's filter limits were last refreshed [s]
         self.last: StepOutput | None = None
         self.device.disarm()
 
@@ -105,9 +107,15 @@ class SimulatedLoop:
         following = step.following
         if following is None or following.kind != "stream":
             following = begin_stream(step)
-            self.source_origin = self.time
+            self.source_origin = self._mapped_at = self.time
         stamp = self.time if t is None else t
-        return following.source.push(stamp - self.source_origin, x, v)  # type: ignore[call-arg]
+        pushed = following.source.push(stamp - self.source_origin, x, v)  # type: ignore[call-arg]
+        # as the service does: the filter's limits kept current as the arm moves
+        if self.time - self._mapped_at >= MAP_REFRESH_S and following.filter is not None \
+                and step.stepper is not None:
+            self._mapped_at = self.time
+            following.filter.set_actuator_map(actuator_map(self.model, step.stepper.q_bar))
+        return pushed
 
     def start(self) -> None:
         """Arm: the actuators follow setpoints; the step restarts from the measured q and the
