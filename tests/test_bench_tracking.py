@@ -25,7 +25,7 @@ def test_a_circle_leads_in_from_the_arm_to_its_first_point_then_keeps_its_radius
     start, centre = np.array([0.21, -0.9]), np.array([0.2, -0.9])
     ref = Reference("circle", start, centre, 0.05, 0.25)
     assert np.allclose(ref.at(0.0), start) and np.allclose(ref.at(-1.0), start)
-    assert np.allclose(ref.at(LEAD_IN_S), centre + [0.05, 0.0])
+    assert np.allclose(ref.at(LEAD_IN_S), centre + np.array([0.05, 0.0]))
     lo, hi = ref.window
     assert (lo, hi) == pytest.approx((LEAD_IN_S + 4.0, LEAD_IN_S + 8.0))
     radius = np.linalg.norm(ref.values(np.linspace(lo, hi, 200)) - centre, axis=1)
@@ -173,3 +173,44 @@ def test_bench_tracking_refuses_bad_options():
                  "--plant", "dancer", "--quiet"]) == 2  # a plant for a robot not run
     with pytest.raises(SystemExit):
         main(["bench", "tracking", "--kinds", "square"])
+
+
+def test_trajectory_cases_run_through_run_trajectory_and_a_refusal_is_reported(monkeypatch):
+    """The trajectory path against a stand-in for ``SimulatedLoop.run_trajectory`` (issue 33,
+    part 3, not merged yet): waypoints followed as given (no shaping), a step sequence
+    refused; the bench reports the refusal as the case's status, and the goal check counts a
+    refused case as missed."""
+    import sys
+    import types
+
+    from poise.controller.simulate import SimulatedLoop
+    from poise.motion.streaming import Following, StreamedReference
+
+    fake = types.ModuleType("poise.motion.trajectory")
+
+    class TrajectoryRefused(ValueError):
+        pass
+
+    fake.TrajectoryRefused = TrajectoryRefused  # type: ignore[attr-defined]
+
+    def run_trajectory(self, value):
+        t, x = np.asarray(value["t"]), np.asarray(value["x"])
+        if np.max(np.abs(np.diff(x, axis=0))) > 0.1:
+            raise TrajectoryRefused("a step faster than the actuators")
+        source = StreamedReference(x[0], -self.period)
+        for ti, xi in zip(t, x, strict=True):
+            source.push(float(ti), xi)
+        self.step.follow_source(Following(source, "trajectory", self.period))
+
+    monkeypatch.setitem(sys.modules, "poise.motion.trajectory", fake)
+    monkeypatch.setattr(SimulatedLoop, "run_trajectory", run_trajectory, raising=False)
+    cases = tracking.cases_for(["double_pendulum"], ["ff"], ["alg1"], [0.25],
+                               ["sine", "steps"], ["trajectory"])
+    result = tracking.run(cases)
+    assert result["trajectory"] == "available"
+    sine, steps = result["cases"]
+    assert sine["status"] == "ok" and math.isfinite(sine["rms_pct"])
+    assert steps["status"] == "refused" and "faster" in steps["reason"]
+    check = check_goals([{**steps, "freq_hz": 0.1, "kind": "sine"}])
+    (refused,) = [c for c in check if c["case"] == steps["id"]]
+    assert refused["met"] is False and refused["why"].startswith("refused")
