@@ -128,6 +128,7 @@ def test_the_goal_check_tells_physics_from_references_out_of_reach():
     assert by_id["r/fb/alg1/model/circle/0.1Hz/stream"]["met"] is False
     assert "the goal is beyond it" in by_id["r/fb/alg1/model/circle/0.1Hz/stream"]["why"]
     assert by_id["b"]["met"] is None and "held back 80 %" in by_id["b"]["why"]
+    assert "at any amplitude" in by_id["b"]["why"]  # the physics said even when out of reach
     assert by_id["c"]["met"] is True
     not_run = [c for c in checks if c["case"] is None]
     assert {c["goal"].split(" RMS")[0] for c in not_run} == {"stream", "trajectory"}

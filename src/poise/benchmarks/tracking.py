@@ -25,9 +25,11 @@ the task error ``‖h(q) − x_r(t)‖`` — **RMS** and **max** [% of A] — an
 does not mix tracking with references the arm cannot follow: **C** the loop says the arm is
 held back from the reference (:func:`poise.motion.live.clamp_status`, the service's
 ``clamped``) on ≥ 1 % of the window's cycles (steps: on any cycle of its last third),
-**L** an actuator sat at its position limit, **R** a setpoint moved at ≥ 94 % of its rate
-limit (the stream's filter keeps to 95 %: the reference asks for more speed than the
-actuators have).
+**L** an actuator sat at its position limit, **R** rate-bound: a setpoint moved at ≥ 94 %
+of its rate limit (the stream's filter keeps to 95 %), or the stream's filter slowed the
+reference to keep the actuators within their rate and acceleration limits (mapped through
+``J⁺``) on ≥ 1 % of the window: the reference asks for more than the actuators give (near a
+singular held configuration ``J⁺`` grows and the filter all but stops the reference).
 
 The physics each robot's figures meet: its slowest structural mode ``ω_n``, ``ζ`` at the
 target (``plan.loop.structural_modes()[0]``). A loop that moves the actuators
@@ -63,6 +65,7 @@ from poise.benchmarks.control import config_for
 from poise.benchmarks.tracking_protocol import (
     AMPLITUDE,
     CLAMPED_SHARE,
+    FILTER_SHARE,
     MAX_LAG_S,
     RATE_BOUND,
     SEED,
@@ -210,7 +213,7 @@ def _follow(loop: SimulatedLoop, ref: Reference, stream: bool
     n, a = len(times), ref.amplitude
     held = (late_clamped > 0) if ref.kind == "steps" else clamped >= CLAMPED_SHARE * n
     flags = ("C" if held else "") + ("L" if at_limit else "") + \
-        ("R" if peak_rate >= RATE_BOUND else "")
+        ("R" if peak_rate >= RATE_BOUND or limited >= FILTER_SHARE * n else "")
     return ({"rms": rms, "max": float(err.max()), "rms_pct": 100 * rms / a,
              "max_pct": 100 * float(err.max()) / a, "lag_s": lag, "lag_at_bound": at_bound,
              "rms_shifted_pct": 100 * rms_shifted / a, "clamped_pct": 100 * clamped / n,

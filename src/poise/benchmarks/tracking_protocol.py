@@ -49,6 +49,8 @@ CLAMPED_SHARE = 0.01
 #: A case is rate-bound when a setpoint moved at this fraction of its rate limit (the
 #: stream's filter keeps to 0.95 of it).
 RATE_BOUND = 0.94
+#: ... or when the stream's filter slowed the reference on this share of the window's cycles.
+FILTER_SHARE = 0.01
 #: Seed of the sensor noise.
 SEED = 33
 #: The goals: (as, mode, frequency [Hz], plant: "model" or "plant" (one that differs from
@@ -65,7 +67,7 @@ PLANT_STIFFER = 1.10
 QUICK = {"modes": ("fb",), "algorithms": ("alg1",), "freqs": (0.1,)}
 
 
-__all__ = ["ALGORITHMS", "AMPLITUDE", "AS", "CLAMPED_SHARE", "DESCRIPTION", "FREQS",
-           "GOALS", "KINDS", "LEAD_IN_S", "MAX_LAG_S", "MODES", "PLANT_STIFFER", "QUICK",
-           "RATE_BOUND", "ROBOTS", "SEED", "SETTLE_S", "STEPS", "STEP_S", "STREAM_HZ",
+__all__ = ["ALGORITHMS", "AMPLITUDE", "AS", "CLAMPED_SHARE", "DESCRIPTION", "FILTER_SHARE",
+           "FREQS", "GOALS", "KINDS", "LEAD_IN_S", "MAX_LAG_S", "MODES", "PLANT_STIFFER",
+           "QUICK", "RATE_BOUND", "ROBOTS", "SEED", "SETTLE_S", "STEPS", "STEP_S", "STREAM_HZ",
            "TRAJECTORY_TAIL_S"]
