@@ -120,8 +120,16 @@ def _simulated(args: argparse.Namespace, robots: list[str], modes: list[str],
     from poise.benchmarks.plants import parse_plants, stiffer
     from poise.progress import progress_bar
 
+    made: dict[str, str] = {}  # a plant written here → what it is (the file goes with the run)
+
+    def make(name: str) -> str:
+        path = stiffer(name, tp.PLANT_STIFFER, folder)
+        made[path] = (f"{name} with every spring {(tp.PLANT_STIFFER - 1) * 100:.0f} % "
+                      "stiffer (built in)")
+        return path
+
     try:
-        plants = parse_plants(args.plant, lambda name: stiffer(name, tp.PLANT_STIFFER, folder))
+        plants = parse_plants(args.plant, make)
         cases = tracking.cases_for(robots, modes, algorithms, freqs, _flat(args.kinds),
                                    _flat(args.how), plants, args.seed, args.amplitude)
         if args.figure:
@@ -132,6 +140,9 @@ def _simulated(args: argparse.Namespace, robots: list[str], modes: list[str],
     except (ValueError, RuntimeError) as exc:
         print(f"poise bench tracking: {exc}", file=sys.stderr)
         return 2
+    result["plants"] = {k: made.get(v, v) for k, v in result["plants"].items()}
+    for case in result["cases"]:
+        case["plant"] = made.get(case["plant"], case["plant"])
     from poise.benchmarks.tracking_figure import draw, take_traces
 
     traces = take_traces(result)
