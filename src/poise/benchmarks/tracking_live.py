@@ -28,7 +28,9 @@ the operator's client (paho, its own network thread). After the retained ``$stat
   ``"stream": true`` and its time ``"t"`` (this process's monotonic clock) at 50 Hz for
   :data:`STREAM_S`. Measured on the telemetry's samples of the second half: the measured
   task value ``x`` (fb: from the measured q) against the reference at the sample's time,
-  RMS; the run's missed cycles from its JSON summary (``poise run --json-summary``, printed
+  RMS (and, to tell them apart, the arm against what the loop followed, the sample's
+  ``target``: the filtered reference, and that against the reference); the run's missed
+  cycles from its JSON summary (``poise run --json-summary``, printed
   when it stops on SIGINT). Goals: RMS ≤ 8 mm and ≤ 15 mm, 0 missed cycles.
 
 Every figure carries the load average (``os.getloadavg``) before and after it.
@@ -274,12 +276,17 @@ def streamed(run: LiveRun, centre: np.ndarray, kind: str, amplitude: float, peri
     t = np.array([s["t"] for s in window]) - t0
     x = np.array([s["x"] for s in window], dtype=float)
     err = np.linalg.norm(x - ref.values(t), axis=1)
+    followed = np.array([s["target"] for s in window], dtype=float)  # the filtered x_d
+    lead = np.linalg.norm(followed - ref.values(t), axis=1)
     with run._lock:
         clamped = sum(1 for s in run.states if s.get("target") == "clamped"
                       and t0 <= s["received"] <= end)
     return {"kind": kind, "amplitude": amplitude, "period_s": period, "centre": centre.tolist(),
             "samples_sent": k, "sent_late": late, "telemetry_samples": len(window),
             "rms": math.sqrt(float(np.mean(err**2))), "max": float(err.max()),
+            "rms_to_followed": math.sqrt(float(np.mean(np.linalg.norm(x - followed, axis=1)
+                                                       ** 2))),
+            "rms_followed_to_reference": math.sqrt(float(np.mean(lead**2))),
             "clamped_states": clamped, "load_avg_before": load0,
             "load_avg": list(os.getloadavg())}
 
@@ -372,7 +379,9 @@ def table(result: dict[str, Any]) -> str:
         lines.append(
             f"{r['robot']}: streamed {s['kind']} {s['amplitude'] * 1e3:g} mm / "
             f"{s['period_s']:g} s at 50 Hz, fb: RMS {s['rms'] * 1e3:.2f} mm, max "
-            f"{s['max'] * 1e3:.2f} mm (goal {s['goal_rms'] * 1e3:g} mm), missed cycles "
+            f"{s['max'] * 1e3:.2f} mm (goal {s['goal_rms'] * 1e3:g} mm; arm → followed "
+            f"{s['rms_to_followed'] * 1e3:.2f}, followed → reference "
+            f"{s['rms_followed_to_reference'] * 1e3:.2f} mm), missed cycles "
             f"{s['missed']} of {r['stream_run']['cycles']}, clamped states "
             f"{s['clamped_states']}, load {s['load_avg_before'][0]:.1f}-{s['load_avg'][0]:.1f}"
             f": {'met' if s['met'] else 'MISSED'}")
