@@ -294,8 +294,8 @@ def run(cases: Sequence[Case], *, workers: int = 1, plants: Mapping[str, str] | 
     return {"benchmark": "tracking", "schema": 1, "seed": cases[0].seed if cases else SEED,
             "protocol": protocol(), "plants": plants,
             "trajectory": ("available" if trajectories_available() else
-                           f"not run: SimulatedLoop has no run_trajectory yet ({skipped} "
-                           "trajectory cases skipped)"),
+                           "not available: SimulatedLoop has no run_trajectory yet"
+                           + (f" ({skipped} trajectory cases skipped)" if skipped else "")),
             "robots": robot_physics(results), "cases": results, "goals": check_goals(results),
             "wall_s": time.perf_counter() - t0, "workers": workers, "load_avg_before":
             load_before, "load_avg": list(os.getloadavg()),

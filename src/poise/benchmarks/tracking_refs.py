@@ -167,7 +167,8 @@ def quasi_static(freq: float, omega_n: float, zeta: float, gain: float | None = 
     ``zeta`` (:mod:`poise.benchmarks.tracking`): ``r = ω/ω_n``, ``|H|``, the mode's phase lag [s],
     the error of a sine ``|1 − H|`` in amplitude [% of A], the feedback's share ``|S|``
     (``gain``: the IK's task rate Γ in fb, ``S = iω / (iω + Γ)``; None, ff: 1) and the RMS
-    ``|1 − H| |S| / √2`` [% of A]."""
+    ``|1 − H| |S| / √2`` [% of A] of a sine along a task direction that drives the mode (a
+    circle whose both coordinates drive such modes: up to ``|1 − H| |S|``)."""
     w = 2 * math.pi * freq
     h = second_order(w, omega_n, zeta)
     s = 1.0 if gain is None else abs(1j * w / (1j * w + gain))
