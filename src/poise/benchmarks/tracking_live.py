@@ -30,7 +30,9 @@ the operator's client (paho, its own network thread). After the retained ``$stat
   task value ``x`` (fb: from the measured q) against the reference at the sample's time,
   RMS (and, to tell them apart, the arm against what the loop followed, the sample's
   ``target``: the filtered reference, and that against the reference); the run's missed
-  cycles from its JSON summary (``poise run --json-summary``, printed
+  cycles from its JSON summary; and ``followed_after_ms``, the first sample's publish →
+  the first record that carries the stream (its ``target`` no longer the planned one: a
+  streamed target is not planned) (``poise run --json-summary``, printed
   when it stops on SIGINT). Goals: RMS ≤ 8 mm and ≤ 15 mm, 0 missed cycles.
 
 Every figure carries the load average (``os.getloadavg``) before and after it.
@@ -251,6 +253,7 @@ def streamed(run: LiveRun, centre: np.ndarray, kind: str, amplitude: float, peri
     if not recent:
         return {"error": "no telemetry before the stream"}
     x0 = np.asarray(recent[-1]["x"], dtype=float)
+    held = recent[-1]["target"]  # the planned target the records carry before the stream
     ref = Reference(kind, x0, centre, amplitude, 1.0 / period)
     load0 = list(os.getloadavg())
     t0 = time.monotonic()
@@ -269,6 +272,7 @@ def streamed(run: LiveRun, centre: np.ndarray, kind: str, amplitude: float, peri
                                "stream": True, "t": now}, qos=0)
         k += 1
     time.sleep(0.5)
+    first = next((s for s in run.since(t0) if s["target"] != held), None)
     start = t0 + ref.lead_in + seconds / 2
     window = [s for s in run.since(start) if s["t"] <= end]
     if not window:
@@ -283,6 +287,7 @@ def streamed(run: LiveRun, centre: np.ndarray, kind: str, amplitude: float, peri
                       and t0 <= s["received"] <= end)
     return {"kind": kind, "amplitude": amplitude, "period_s": period, "centre": centre.tolist(),
             "samples_sent": k, "sent_late": late, "telemetry_samples": len(window),
+            "followed_after_ms": None if first is None else 1e3 * (first["t"] - t0),
             "rms": math.sqrt(float(np.mean(err**2))), "max": float(err.max()),
             "rms_to_followed": math.sqrt(float(np.mean(np.linalg.norm(x - followed, axis=1)
                                                        ** 2))),
@@ -376,6 +381,7 @@ def table(result: dict[str, Any]) -> str:
         if "rms" not in s:
             lines.append(f"{r['robot']}: stream: {s.get('error')}")
             continue
+        after = "-" if s["followed_after_ms"] is None else f"{s['followed_after_ms']:.1f}"
         lines.append(
             f"{r['robot']}: streamed {s['kind']} {s['amplitude'] * 1e3:g} mm / "
             f"{s['period_s']:g} s at 50 Hz, fb: RMS {s['rms'] * 1e3:.2f} mm, max "
@@ -383,7 +389,8 @@ def table(result: dict[str, Any]) -> str:
             f"{s['rms_to_followed'] * 1e3:.2f}, followed → reference "
             f"{s['rms_followed_to_reference'] * 1e3:.2f} mm), missed cycles "
             f"{s['missed']} of {r['stream_run']['cycles']}, clamped states "
-            f"{s['clamped_states']}, load {s['load_avg_before'][0]:.1f}-{s['load_avg'][0]:.1f}"
+            f"{s['clamped_states']}, first sample followed after {after} ms, "
+            f"load {s['load_avg_before'][0]:.1f}-{s['load_avg'][0]:.1f}"
             f": {'met' if s['met'] else 'MISSED'}")
     lines.append(f"broker {result['broker']}; wall {result['wall_s']:.0f} s")
     return "\n".join(lines)
