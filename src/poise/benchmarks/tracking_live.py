@@ -25,15 +25,19 @@ the operator's client (paho, its own network thread). After the retained ``$stat
 * **streamed** (:func:`streamed`): :data:`STREAMS`, the ``soft_arm_stiff`` circle (50 mm,
   5 s) and the ``double_pendulum`` sine (0.1 m, 4 s) about ``c`` after a 2 s lead-in
   (:class:`~poise.benchmarks.tracking_refs.Reference`), each sample ``set/target`` with
-  ``"stream": true`` and its time ``"t"`` (this process's monotonic clock) at 50 Hz for
-  :data:`STREAM_S`. Measured on the telemetry's samples of the second half: the measured
-  task value ``x`` (fb: from the measured q) against the reference at the sample's time,
-  RMS (and, to tell them apart, the arm against what the loop followed, the sample's
-  ``target``: the filtered reference, and that against the reference); the run's missed
-  cycles from its JSON summary; and ``followed_after_ms``, the first sample's publish →
-  the first record that carries the stream (its ``target`` no longer the planned one: a
-  streamed target is not planned) (``poise run --json-summary``, printed
-  when it stops on SIGINT). Goals: RMS ≤ 8 mm and ≤ 15 mm, 0 missed cycles.
+  ``"stream": true`` at 50 Hz for :data:`STREAM_S`, twice (:data:`STAMPINGS`): with its time
+  ``"t"`` (this process's monotonic clock; the service maps it to its loop time by the first
+  sample's offset) and without (the service stamps each on arrival), each in a run of its
+  own. Measured on the telemetry's samples of the second half: the measured task value
+  ``x`` (fb: from the measured q) against the reference at the sample's time, RMS; to tell
+  the parts apart, the arm against what the loop followed (the records' ``target``: the
+  filtered reference), that against the reference and its steady lag, and the loop's
+  cycle rate (the records' ``seq`` over their ``t``: the loop's time is its cycle count, so
+  a loop that runs fewer cycles than its rate follows sender-stamped samples later and
+  later); the run's missed cycles from its JSON summary (``poise run --json-summary``,
+  printed when it stops on SIGINT); and ``followed_after_ms``, the first sample's publish
+  → the first record that carries the stream (its ``target`` no longer the planned one: a
+  streamed target is not planned). Goals: RMS ≤ 8 mm and ≤ 15 mm, 0 missed cycles.
 
 Every figure carries the load average (``os.getloadavg``) before and after it.
 """
@@ -57,7 +61,7 @@ from typing import Any
 import numpy as np
 
 from poise.api.topics import Topics, samples_from_batch
-from poise.benchmarks.tracking_refs import Reference
+from poise.benchmarks.tracking_refs import Reference, steady_lag
 from poise.telemetry.mqtt import MqttConfig
 from poise.telemetry.stress import broker_url, percentiles
 
@@ -77,6 +81,10 @@ COMMAND_GOAL_MS = 20.0
 #: A stream's length [s] (measured over its second half), and its sample rate [Hz].
 STREAM_S = 20.0
 STREAM_HZ = 50.0
+#: How the streamed samples are stamped: with the sender's time ``t`` (True: the service
+#: maps it to loop time by the offset of the first sample), and without (False: the time they
+#: arrive). Each runs: they fail differently.
+STAMPINGS = (True, False)
 #: Waiting for ``running`` (a first start compiles for about 90 s) [s].
 START_TIMEOUT = 300.0
 
@@ -247,8 +255,10 @@ def _first_motion(samples: list[dict[str, Any]], adopted: int) -> float | None:
 
 
 def streamed(run: LiveRun, centre: np.ndarray, kind: str, amplitude: float, period: float,
-             seconds: float = STREAM_S) -> dict[str, Any]:
-    """Stream the reference (see the module docstring); the RMS over its second half."""
+             seconds: float = STREAM_S, stamped: bool = True) -> dict[str, Any]:
+    """Stream the reference (see the module docstring), each sample with its time ``t``
+    (``stamped``) or without (the service stamps it on arrival); the RMS over its second
+    half, the steady lag of what the loop followed, and the loop's cycle rate then."""
     recent = run.since(time.monotonic() - 0.5)
     if not recent:
         return {"error": "no telemetry before the stream"}
@@ -268,8 +278,8 @@ def streamed(run: LiveRun, centre: np.ndarray, kind: str, amplitude: float, peri
         else:
             late += wait < -0.5 / STREAM_HZ
         now = time.monotonic()
-        run.publish("target", {"id": f"s{k}", "value": ref.at(now - t0).tolist(),
-                               "stream": True, "t": now}, qos=0)
+        doc = {"id": f"s{k}", "value": ref.at(now - t0).tolist(), "stream": True}
+        run.publish("target", {**doc, "t": now} if stamped else doc, qos=0)
         k += 1
     time.sleep(0.5)
     first = next((s for s in run.since(t0) if s["target"] != held), None)
@@ -282,10 +292,14 @@ def streamed(run: LiveRun, centre: np.ndarray, kind: str, amplitude: float, peri
     err = np.linalg.norm(x - ref.values(t), axis=1)
     followed = np.array([s["target"] for s in window], dtype=float)  # the filtered x_d
     lead = np.linalg.norm(followed - ref.values(t), axis=1)
+    lag, _, _ = steady_lag(t, followed, ref.values)
+    span = window[-1]["t"] - window[0]["t"]
+    cycle_hz = (window[-1]["seq"] - window[0]["seq"]) / span if span > 0 else math.nan
     with run._lock:
         clamped = sum(1 for s in run.states if s.get("target") == "clamped"
                       and t0 <= s["received"] <= end)
     return {"kind": kind, "amplitude": amplitude, "period_s": period, "centre": centre.tolist(),
+            "stamped": stamped, "lag_followed_s": lag, "cycle_hz": cycle_hz,
             "samples_sent": k, "sent_late": late, "telemetry_samples": len(window),
             "followed_after_ms": None if first is None else 1e3 * (first["t"] - t0),
             "rms": math.sqrt(float(np.mean(err**2))), "max": float(err.max()),
@@ -299,7 +313,8 @@ def streamed(run: LiveRun, centre: np.ndarray, kind: str, amplitude: float, peri
 def _robot_run(robot: str, url: str, commands: int, stream_seconds: float,
                say: Callable[[str], Any]) -> dict[str, Any]:
     """One robot: a run for the commands and, for the robots of :data:`STREAMS`, a run of
-    its own for the stream (its missed cycles are the stream's)."""
+    its own for each way of streaming (:data:`STAMPINGS`): their missed cycles are the
+    stream's."""
     from poise.controller.config import load_config
     from poise.examples import resolve_config
     from poise.models.registry import load_model
@@ -307,30 +322,32 @@ def _robot_run(robot: str, url: str, commands: int, stream_seconds: float,
     config = load_config(resolve_config(robot), {})
     centre = np.asarray(config.algorithm.target, dtype=float)
     reach = float(load_model(robot).reach)
-    out: dict[str, Any] = {"robot": robot, "rate_hz": config.loop.rate}
-    parts = [("commands", None)] + ([("stream", STREAMS[robot])] if robot in STREAMS else [])
-    for part, spec in parts:
+    out: dict[str, Any] = {"robot": robot, "rate_hz": config.loop.rate, "streams": []}
+    parts: list[tuple[str, bool]] = [("commands", False)]
+    if robot in STREAMS:
+        parts += [("stream", stamped) for stamped in STAMPINGS]
+    for part, stamped in parts:
         say(f"{robot}: {part}")
         run = LiveRun(robot, url)
+        got: dict[str, Any] = {}
         try:
             run.wait_running()
             time.sleep(SETTLE_S)
-            if spec is None:
-                out["commands"] = command_to_motion(run, centre, reach, commands)
+            if part == "commands":
+                got = out["commands"] = command_to_motion(run, centre, reach, commands)
             else:
-                kind, amplitude, period = spec
-                got = streamed(run, centre, kind, amplitude, period, stream_seconds)
-                goal = STREAM_GOALS[robot]
-                got.update(goal_rms=goal, met=got.get("rms", math.inf) <= goal)
-                out["stream"] = got
+                kind, amplitude, period = STREAMS[robot]
+                got = streamed(run, centre, kind, amplitude, period, stream_seconds, stamped)
+                out["streams"].append(got)
         finally:
             summary = run.stop()
         timing = summary.get("timing") or {}
-        out[f"{part}_run"] = {"missed": timing.get("missed"), "cycles": timing.get("cycles"),
-                              "state": summary.get("state"), "exit": run.proc.returncode}
-    if "stream" in out:
-        out["stream"]["missed"] = out["stream_run"]["missed"]
-        out["stream"]["met"] = bool(out["stream"]["met"]) and out["stream_run"]["missed"] == 0
+        got["run"] = {"missed": timing.get("missed"), "cycles": timing.get("cycles"),
+                      "state": summary.get("state"), "exit": run.proc.returncode}
+        if part == "stream":
+            goal = STREAM_GOALS[robot]
+            got.update(goal_rms=goal, met=got.get("rms", math.inf) <= goal
+                       and timing.get("missed") == 0)
     return out
 
 
@@ -354,7 +371,8 @@ def table(result: dict[str, Any]) -> str:
              f"{'motion p50':>10} {'p99':>7} {'answer p50':>10} {'missed':>7} {'load':>9}"]
     lines.append("-" * len(lines[0]))
     for r in result["robots"]:
-        c, run_ = r.get("commands") or {}, r.get("commands_run") or {}
+        c = r.get("commands") or {}
+        run_ = c.get("run") or {}
         a, m, ans = c.get("adopt_ms") or {}, c.get("motion_ms") or {}, c.get("answered_ms") or {}
         load = f"{c['load_avg_before'][0]:.1f}-{c['load_avg'][0]:.1f}" if c else "-"
 
@@ -375,23 +393,23 @@ def table(result: dict[str, Any]) -> str:
             lines.append(f"{r['robot']}: {c.get('not_seen')} targets never adopted, refused: "
                          f"{'; '.join(c.get('refused') or []) or 'none'}")
     for r in result["robots"]:
-        s = r.get("stream")
-        if not s:
-            continue
-        if "rms" not in s:
-            lines.append(f"{r['robot']}: stream: {s.get('error')}")
-            continue
-        after = "-" if s["followed_after_ms"] is None else f"{s['followed_after_ms']:.1f}"
-        lines.append(
-            f"{r['robot']}: streamed {s['kind']} {s['amplitude'] * 1e3:g} mm / "
-            f"{s['period_s']:g} s at 50 Hz, fb: RMS {s['rms'] * 1e3:.2f} mm, max "
-            f"{s['max'] * 1e3:.2f} mm (goal {s['goal_rms'] * 1e3:g} mm; arm → followed "
-            f"{s['rms_to_followed'] * 1e3:.2f}, followed → reference "
-            f"{s['rms_followed_to_reference'] * 1e3:.2f} mm), missed cycles "
-            f"{s['missed']} of {r['stream_run']['cycles']}, clamped states "
-            f"{s['clamped_states']}, first sample followed after {after} ms, "
-            f"load {s['load_avg_before'][0]:.1f}-{s['load_avg'][0]:.1f}"
-            f": {'met' if s['met'] else 'MISSED'}")
+        for s in r.get("streams", []):
+            how = "with t" if s.get("stamped") else "stamped on arrival"
+            if "rms" not in s:
+                lines.append(f"{r['robot']}: stream ({how}): {s.get('error')}")
+                continue
+            after = "-" if s["followed_after_ms"] is None else f"{s['followed_after_ms']:.1f}"
+            lines.append(
+                f"{r['robot']}: streamed {s['kind']} {s['amplitude'] * 1e3:g} mm / "
+                f"{s['period_s']:g} s at 50 Hz, {how}, fb: RMS {s['rms'] * 1e3:.2f} mm, max "
+                f"{s['max'] * 1e3:.2f} mm (goal {s['goal_rms'] * 1e3:g} mm; arm → followed "
+                f"{s['rms_to_followed'] * 1e3:.2f}, followed → reference "
+                f"{s['rms_followed_to_reference'] * 1e3:.2f} mm, lag "
+                f"{s['lag_followed_s']:+.3f} s; loop {s['cycle_hz']:.1f} Hz of "
+                f"{r['rate_hz']:g}), missed cycles {s['run']['missed']} of "
+                f"{s['run']['cycles']}, clamped states {s['clamped_states']}, first sample "
+                f"followed after {after} ms, load {s['load_avg_before'][0]:.1f}-"
+                f"{s['load_avg'][0]:.1f}: {'met' if s['met'] else 'MISSED'}")
     lines.append(f"broker {result['broker']}; wall {result['wall_s']:.0f} s")
     return "\n".join(lines)
 
