@@ -49,14 +49,13 @@ def run(args: argparse.Namespace) -> int:
         from poise.api.extras import require
 
         require("plot", "--figure")
-    plants = {}
-    for given in args.plant:
-        name, sep, path = given.partition("=")
-        if not sep or not name or not path:
-            print(f"poise bench control: --plant {given!r}: expected NAME=FILE",
-                  file=sys.stderr)
-            return 2
-        plants[name] = path
+    from poise.benchmarks.plants import parse_plants
+
+    try:
+        plants = parse_plants(args.plant)
+    except ValueError as exc:
+        print(f"poise bench control: {exc}", file=sys.stderr)
+        return 2
     cases = len(args.models) * len(args.modes) * len(args.algorithms)
     try:
         with progress_bar(cases, "bench control", unit="case", quiet=args.quiet) as bar:

@@ -38,6 +38,7 @@ from poise.api.state import State
 from poise.controller.refine import PlanRefiner, QuickTarget, RefineJob
 from poise.models.base import FloatArray
 from poise.motion.live import (
+    MAP_REFRESH_S,
     TrajectoryRun,
     actuator_map,
     begin_stream,
@@ -60,10 +61,6 @@ from poise.motion.params import (
 from poise.motion.planner import TargetPlan, UnstableTarget
 from poise.motion.streaming import Following
 from poise.motion.trajectory import Trajectory, TrajectoryError
-
-#: A stream's filter maps the actuator limits into task space through the held Jacobian at
-#: q̄, recomputed by the command thread at most this often [s].
-MAP_REFRESH_S = 0.05
 
 if TYPE_CHECKING:
     from poise.controller.service import Controller

@@ -27,7 +27,14 @@ from poise.controller.config import Config, ControllerModel, build_model
 from poise.devices.base import Status
 from poise.devices.inprocess import SimulatedDevice
 from poise.models.base import FloatArray
-from poise.motion.live import TrajectoryRun, begin_stream, begin_trajectory, prepare_trajectory
+from poise.motion.live import (
+    MAP_REFRESH_S,
+    TrajectoryRun,
+    actuator_map,
+    begin_stream,
+    begin_trajectory,
+    prepare_trajectory,
+)
 from poise.motion.motion_planner import MotionPlanner
 from poise.motion.options import MotionOptions
 from poise.motion.params import LiveParams
@@ -75,6 +82,7 @@ class SimulatedLoop:
         self.time = 0.0
         #: The loop time [s] at which the followed reference's time is 0.
         self.source_origin = 0.0
+        self._mapped_at = 0.0  # when the stream's filter limits were last refreshed [s]
         self.last: StepOutput | None = None
         self.device.disarm()
 
@@ -109,9 +117,15 @@ class SimulatedLoop:
         following = step.following
         if following is None or following.kind != "stream":
             following = begin_stream(step)
-            self.source_origin = self.time
+            self.source_origin = self._mapped_at = self.time
         stamp = self.time if t is None else t
-        return following.source.push(stamp - self.source_origin, x, v)  # type: ignore[call-arg]
+        pushed = following.source.push(stamp - self.source_origin, x, v)  # type: ignore[call-arg]
+        # as the service does: the filter's limits kept current as the arm moves
+        if self.time - self._mapped_at >= MAP_REFRESH_S and following.filter is not None \
+                and step.stepper is not None:
+            self._mapped_at = self.time
+            following.filter.set_actuator_map(actuator_map(self.model, step.stepper.q_bar))
+        return pushed
 
     def run_trajectory(self, value: Any) -> TrajectoryRun:
         """Check, shape and follow a trajectory from where the arm is (a

@@ -37,6 +37,9 @@ from poise.motion.step import ControlStep
 from poise.motion.streaming import Following, ReferenceFilter, StreamedReference, bandwidth
 from poise.motion.trajectory import Previewed, Trajectory, TrajectoryRefused, check_trajectory
 
+#: A stream's filter maps the actuator limits into task space through the held Jacobian at
+#: q̄, recomputed (by the service's command thread) at most this often [s].
+MAP_REFRESH_S = 0.05
 #: The arm counts as held back from a streamed reference when its predicted task value
 #: h(q̄) is farther from the filtered reference than this many tolerances ...
 CLAMP_TOLERANCES = 10.0
@@ -223,6 +226,6 @@ def begin_trajectory(step: ControlStep, run: TrajectoryRun, ident: str = "") -> 
     return following
 
 
-__all__ = ["CLAMP_REACH", "CLAMP_TOLERANCES", "LEAD_IN_MARGIN", "LEAD_IN_MIN_S",
+__all__ = ["CLAMP_REACH", "CLAMP_TOLERANCES", "LEAD_IN_MARGIN", "LEAD_IN_MIN_S", "MAP_REFRESH_S",
            "ChainedReference", "TrajectoryRun", "actuator_map", "begin_stream",
            "begin_trajectory", "clamp_status", "lead_in_time", "prepare_trajectory"]

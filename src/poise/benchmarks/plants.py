@@ -1,0 +1,58 @@
+"""Simulated robots that differ from the controller's model, for the benchmarks' ``--plant``.
+
+``--plant NAME=FILE`` (``poise bench control``, ``poise bench tracking``) simulates robot
+``NAME`` with the true parameters of the model file ``FILE`` (``device.sim_params``) while the
+controller keeps its own model. :func:`parse_plants` reads the option once for every
+benchmark; :func:`stiffer` writes the plant a benchmark makes itself when only ``NAME`` is
+given (where it allows that): the built-in model with every joint spring stiffer.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+from collections.abc import Callable, Iterable
+
+
+def parse_plants(given: Iterable[str], make: Callable[[str], str] | None = None
+                 ) -> dict[str, str]:
+    """``{robot: model file}`` from ``--plant`` values ``NAME=FILE``; ``NAME`` alone is
+    ``make(NAME)`` (the file it writes) where ``make`` is given.
+
+    Raises:
+        ValueError: a value that is neither (the message quotes it).
+    """
+    plants: dict[str, str] = {}
+    for value in given:
+        name, sep, path = value.partition("=")
+        if not sep and make is not None and name:
+            plants[name] = make(name)
+            continue
+        if not sep or not name or not path:
+            expected = "NAME=FILE" + (" or NAME" if make is not None else "")
+            raise ValueError(f"--plant {value!r}: expected {expected}")
+        plants[name] = path
+    return plants
+
+
+def stiffer(name: str, factor: float, folder: str | pathlib.Path) -> str:
+    """A copy of the built-in model file of ``name`` in ``folder`` with every joint spring
+    (each ``stiffness = …`` line) ``factor`` times stiffer; its path.
+
+    Raises:
+        ValueError: no built-in model ``name``, or one without a spring.
+    """
+    from poise.models.registry import builtin_path
+
+    text = builtin_path(name).read_text()  # a ModelError (a ValueError) for an unknown name
+    new, count = re.subn(r"^stiffness = ([0-9.eE+-]+)",
+                         lambda m: f"stiffness = {round(float(m.group(1)) * factor, 9)!r}",
+                         text, flags=re.M)
+    if count == 0:
+        raise ValueError(f"--plant {name}: the model has no joint spring to make stiffer")
+    path = pathlib.Path(folder) / f"{name}_stiffer_{factor:g}.toml"
+    path.write_text(new)
+    return str(path)
+
+
+__all__ = ["parse_plants", "stiffer"]
