@@ -15,7 +15,7 @@ each after a 2 s lead-in from where the arm stands. Each reference is
   device or a tracker sends them) through :meth:`SimulatedLoop.stream
   <poise.controller.simulate.SimulatedLoop.stream>`, the loop following it cycle by cycle;
 * sent as a **trajectory**: the same 50 Hz samples, 1 s more, as waypoints ``{"t", "x"}`` to
-  ``SimulatedLoop.run_trajectory`` (issue 33, part 3; skipped while the loop has none). A
+  ``SimulatedLoop.run_trajectory`` (issue 33, part 3), timed from the trajectory's own time 0. A
   refusal (``TrajectoryRefused``) is reported as such.
 
 Measured over the window (the second of two periods; steps: from the last step to 3 s after
@@ -142,12 +142,13 @@ def run_case(case: Case) -> dict[str, Any]:
         "quasi_static": (quasi_static(case.freq, modes[0].omega, modes[0].zeta,
                                       gain if case.mode == "fb" else None)
                          if modes and case.kind != "steps" else None)}
+    origin = 0.0
     if case.how == "trajectory":
-        refused = _send_trajectory(loop, ref)
+        refused, origin = _send_trajectory(loop, ref)
         if refused:
             return {**out, "status": "refused", "reason": refused,
                     "wall_s": time.perf_counter() - t_wall}
-    measured, trace = _follow(loop, ref, case.how == "stream")
+    measured, trace = _follow(loop, ref, case.how == "stream", origin)
     out.update(status="ok", reason="", **measured)
     out["wall_s"] = time.perf_counter() - t_wall
     if case.trace:
@@ -155,33 +156,35 @@ def run_case(case: Case) -> dict[str, Any]:
     return out
 
 
-def _send_trajectory(loop: SimulatedLoop, ref: Reference) -> str:
+def _send_trajectory(loop: SimulatedLoop, ref: Reference) -> tuple[str, float]:
     """Hand the reference to the loop as a trajectory of 50 Hz waypoints; why it was
-    refused ('' if it was not)."""
-    from poise.motion.trajectory import TrajectoryRefused  # type: ignore[attr-defined]
+    refused ('' if it was not), and when its time 0 comes [s after it was handed over]:
+    after the lead-in, if any, and the preview's lead (the shaped reference leaves the first
+    waypoint that much early, :class:`~poise.motion.trajectory.Previewed`)."""
+    from poise.motion.trajectory import TrajectoryRefused
 
     times = np.arange(0.0, ref.window[1] + TRAJECTORY_TAIL_S + 1e-9, 1.0 / STREAM_HZ)
     try:
-        loop.run_trajectory({"t": times.tolist(),  # type: ignore[attr-defined]
-                             "x": ref.values(times).tolist()})
+        run = loop.run_trajectory({"t": times.tolist(), "x": ref.values(times).tolist()})
     except TrajectoryRefused as exc:
-        return str(exc) or type(exc).__name__
-    return ""
+        return str(exc) or type(exc).__name__, 0.0
+    return "", float(run.source.begins[-1] + run.source.parts[-1].lead)
 
 
-def _follow(loop: SimulatedLoop, ref: Reference, stream: bool
+def _follow(loop: SimulatedLoop, ref: Reference, stream: bool, origin: float = 0.0
             ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Run the loop through ``ref`` (streaming it when ``stream``) to the window's end;
-    the window's figures and its trace (times, arm, reference)."""
+    the window's figures and its trace (times, arm, reference). ``origin``: when the
+    reference's time 0 comes [s from now] (a trajectory's lead-in and preview lead)."""
     model, dt, lim = loop.model, loop.period, loop.limits
     lo, hi = ref.window
-    t0, due = loop.time, 0.0
+    t0, due = loop.time + origin, 0.0
     times: list[float] = []
     arm: list[Any] = []
     clamped = late_clamped = at_limit = limited = 0
     peak_rate, qa_prev = 0.0, None
     tolerance, reach = loop.config.algorithm.tolerance, getattr(model, "reach", None)
-    for _ in range(round(hi / dt)):
+    for _ in range(round((hi + origin) / dt)):
         t = loop.time - t0
         if stream and t >= due - 1e-9:
             loop.stream(ref.at(t), t=loop.time)

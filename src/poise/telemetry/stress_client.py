@@ -32,8 +32,15 @@ def in_process_of_its_own(kind: str, timeout: float, **arguments: Any) -> dict[s
     new process; its result. ``timeout`` [s]: the publisher's own, plus a minute to start."""
     job = json.dumps({"kind": kind, "arguments": {**arguments, "timeout": timeout}})
     out = subprocess.run([sys.executable, "-m", "poise.telemetry.stress_client"], input=job,
-                         capture_output=True, text=True, timeout=timeout + 60, check=True)
+                         capture_output=True, text=True, timeout=timeout + 60)
+    if out.returncode != 0:
+        raise PublisherFailed(f"the {kind} publisher exited {out.returncode}: "
+                              f"{out.stderr.strip()[-600:]}")
     return json.loads(out.stdout)
+
+
+class PublisherFailed(RuntimeError):
+    """A publisher process failed; the message carries the end of what it printed."""
 
 
 def main() -> None:
