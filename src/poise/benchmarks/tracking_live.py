@@ -151,9 +151,12 @@ class LiveRun:
         raise RuntimeError(f"poise run ({self.robot}) not running within {timeout:g} s")
 
     def since(self, t: float) -> list[dict[str, Any]]:
-        """The samples made at or after ``t`` (this machine's monotonic time) so far."""
+        """The samples of cycles that wrote a setpoint (a record of a cycle that did not
+        has empty ``qa_ref``, and may have empty ``target`` and ``x``) made at or after
+        ``t`` (this machine's monotonic time) so far."""
         with self._lock:
-            return [s for s in self.samples if s["t"] >= t]
+            return [s for s in self.samples if s["t"] >= t and s["qa_ref"] and s["target"]
+                    and s["x"]]
 
     def publish(self, name: str, doc: dict[str, Any], qos: int = 1) -> float:
         """Publish ``set/<name>``; the monotonic time just before."""
