@@ -361,7 +361,13 @@ def run(robots: list[str], *, url: str | None = None, commands: int = COMMANDS,
     say = progress or (lambda _text: None)
     t0 = time.perf_counter()
     with broker_url(url) as broker:
-        results = [_robot_run(r, broker, commands, stream_seconds, say) for r in robots]
+        results = []
+        for robot in robots:
+            try:
+                results.append(_robot_run(robot, broker, commands, stream_seconds, say))
+            except (RuntimeError, ValueError, OSError) as exc:  # the next robot still runs
+                results.append({"robot": robot, "error": f"{type(exc).__name__}: {exc}",
+                                "streams": []})
     return {"benchmark": "tracking-live", "schema": 1, "broker": broker, "robots": results,
             "goals": {"command_to_motion_p99_ms": COMMAND_GOAL_MS,
                       "stream_rms": STREAM_GOALS, "missed": 0},
@@ -374,6 +380,9 @@ def table(result: dict[str, Any]) -> str:
              f"{'motion p50':>10} {'p99':>7} {'answer p50':>10} {'missed':>7} {'load':>9}"]
     lines.append("-" * len(lines[0]))
     for r in result["robots"]:
+        if "error" in r:
+            lines.append(f"{r['robot']:16} {r['error']}")
+            continue
         c = r.get("commands") or {}
         run_ = c.get("run") or {}
         a, m, ans = c.get("adopt_ms") or {}, c.get("motion_ms") or {}, c.get("answered_ms") or {}
