@@ -346,7 +346,8 @@ def _robot_run(robot: str, url: str, commands: int, stream_seconds: float,
             summary = run.stop()
         timing = summary.get("timing") or {}
         got["run"] = {"missed": timing.get("missed"), "cycles": timing.get("cycles"),
-                      "state": summary.get("state"), "exit": run.proc.returncode}
+                      "state": summary.get("state"), "reason": summary.get("reason"),
+                      "exit": run.proc.returncode}
         if part == "stream":
             goal = STREAM_GOALS[robot]
             got.update(goal_rms=goal, met=got.get("rms", math.inf) <= goal
