@@ -151,9 +151,12 @@ class LiveRun:
         raise RuntimeError(f"poise run ({self.robot}) not running within {timeout:g} s")
 
     def since(self, t: float) -> list[dict[str, Any]]:
-        """The samples made at or after ``t`` (this machine's monotonic time) so far."""
+        """The samples of cycles that wrote a setpoint (a record of a cycle that did not
+        has empty ``qa_ref``, and may have empty ``target`` and ``x``) made at or after
+        ``t`` (this machine's monotonic time) so far."""
         with self._lock:
-            return [s for s in self.samples if s["t"] >= t]
+            return [s for s in self.samples if s["t"] >= t and s["qa_ref"] and s["target"]
+                    and s["x"]]
 
     def publish(self, name: str, doc: dict[str, Any], qos: int = 1) -> float:
         """Publish ``set/<name>``; the monotonic time just before."""
@@ -343,7 +346,8 @@ def _robot_run(robot: str, url: str, commands: int, stream_seconds: float,
             summary = run.stop()
         timing = summary.get("timing") or {}
         got["run"] = {"missed": timing.get("missed"), "cycles": timing.get("cycles"),
-                      "state": summary.get("state"), "exit": run.proc.returncode}
+                      "state": summary.get("state"), "reason": summary.get("reason"),
+                      "exit": run.proc.returncode}
         if part == "stream":
             goal = STREAM_GOALS[robot]
             got.update(goal_rms=goal, met=got.get("rms", math.inf) <= goal
@@ -358,7 +362,13 @@ def run(robots: list[str], *, url: str | None = None, commands: int = COMMANDS,
     say = progress or (lambda _text: None)
     t0 = time.perf_counter()
     with broker_url(url) as broker:
-        results = [_robot_run(r, broker, commands, stream_seconds, say) for r in robots]
+        results = []
+        for robot in robots:
+            try:
+                results.append(_robot_run(robot, broker, commands, stream_seconds, say))
+            except (RuntimeError, ValueError, OSError) as exc:  # the next robot still runs
+                results.append({"robot": robot, "error": f"{type(exc).__name__}: {exc}",
+                                "streams": []})
     return {"benchmark": "tracking-live", "schema": 1, "broker": broker, "robots": results,
             "goals": {"command_to_motion_p99_ms": COMMAND_GOAL_MS,
                       "stream_rms": STREAM_GOALS, "missed": 0},
@@ -371,6 +381,9 @@ def table(result: dict[str, Any]) -> str:
              f"{'motion p50':>10} {'p99':>7} {'answer p50':>10} {'missed':>7} {'load':>9}"]
     lines.append("-" * len(lines[0]))
     for r in result["robots"]:
+        if "error" in r:
+            lines.append(f"{r['robot']:16} {r['error']}")
+            continue
         c = r.get("commands") or {}
         run_ = c.get("run") or {}
         a, m, ans = c.get("adopt_ms") or {}, c.get("motion_ms") or {}, c.get("answered_ms") or {}
