@@ -139,6 +139,56 @@ def test_the_lead_point_is_the_reference_plus_its_velocity_over_the_gain():
     assert out[0] == pytest.approx(0.05 + 0.5 / 4.0)
 
 
+
+
+class _Clock:
+    """A wall clock the test moves by hand [s]."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_on_a_wall_clock_a_loop_slower_than_nominal_reads_the_stream_on_time():
+    """A device that delivers every other sample (the loop at half its rate): on the wall
+    clock, the reference is read at the time the cycle runs, not at cycles × Δt, so a stream
+    stamped on arrival is neither lagged nor drifting; the filter is advanced by the time
+    that passed (in sub-steps of one period), landing where one stepped every period does."""
+    period = 0.01
+    clock = _Clock(100.0)
+    ref = StreamedReference(np.zeros(1), t0=0.0)
+    for k in range(1, 401):  # a ramp of 0.1 /s, stamped every 10 ms for 4 s
+        ref.push(k * period, [0.1 * k * period])
+    wall = Following(ref, "stream", period)
+    wall.begin(0, clock)
+    cycles = Following(ref, "stream", period)
+    cycles.begin(0)
+    out = np.zeros(1)
+    for cycle in range(1, 101):  # 100 cycles, 20 ms of wall time apart
+        clock.now = 100.0 + cycle * 2 * period
+        wall.aim(cycle, 1.0, out)
+        cycles.aim(cycle, 1.0, out)
+    assert wall.time(100) == pytest.approx(199 * period)
+    assert wall.x_d[0] == pytest.approx(0.1 * 199 * period)
+    assert cycles.x_d[0] == pytest.approx(0.1 * 99 * period)  # simulated time: cycles × Δt
+    # the filter, read every other period on the clock, equals one stepped every period
+    filt = ReferenceFilter(np.zeros(1), omega=10.0, rate=np.full(1, np.inf),
+                           accel=np.full(1, np.inf))
+    each = ReferenceFilter(np.zeros(1), omega=10.0, rate=np.full(1, np.inf),
+                           accel=np.full(1, np.inf))
+    clock.now = 0.0
+    f = Following(ref, "stream", period, filter=filt)
+    f.begin(0, clock)
+    for cycle in range(1, 151):
+        clock.now = period + (cycle - 1) * 2 * period
+        f.aim(cycle, 1.0, out)
+    for k in range(299):  # t = 0 … 2.98 s, each step towards the ramp at its end
+        each.step(ref.at(k * period)[0], ref.at(k * period)[1], period)
+    assert f.time(150) == pytest.approx(298 * period)
+    assert abs(filt.x[0] - each.x[0]) < 1e-12
+    assert abs(filt.x[0] - 0.1 * 298 * period) < 1e-3  # a ramp followed without lag
 # ------------------------------------------------------------------ commands
 
 

@@ -130,6 +130,8 @@ class Controller(ControllerFace):
         self.step = ControlStep(self.model, self.limits, self.period,
                                 effort_feedforward=config.loop.effort_feedforward,
                                 shaper=config.loop.shaper)
+        #: Streams and trajectories run on the wall clock (the device sets the loop's pace).
+        self.step.clock = time.monotonic
         self._kernels_ready = False
         self._kernel_lock = threading.Lock()
         self._estops = 0  # e-stops latched so far (see estops)

@@ -176,6 +176,9 @@ class ControlStep:
         #: and the cycles counted since the step was made (its time base).
         self.following: Following | None = None
         self._cycles = 0
+        #: The wall clock [s] a followed reference is read on (a real-time loop sets
+        #: ``time.monotonic``); None: its time is cycles × Δt (simulated time).
+        self.clock: Callable[[], float] | None = None
 
     def make_plan(self, target: FloatArray, q_measured: FloatArray | None,
                   tol: float, params: LiveParams | None = None) -> TargetPlan:
@@ -236,7 +239,7 @@ class ControlStep:
         :mod:`poise.motion.streaming`): the IK aims each cycle at its lead point, with no
         move to a planned goal (one under way ends where it is) and no predicted response.
         A new plan (:meth:`adopt`) or a restart (:meth:`reset`) ends it."""
-        following.start_cycle = self._cycles
+        following.begin(self._cycles, self.clock)
         self.following = following
         self.goal = None
         self.reference, self._reference_plan = None, None

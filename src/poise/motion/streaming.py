@@ -37,7 +37,7 @@ from __future__ import annotations
 import bisect
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -47,6 +47,9 @@ from poise.models.base import FloatArray
 #: then holds [s]: a stream of samples every 20 ms (50 Hz) is followed without waiting for the
 #: next one, and a stream that stops halts the arm within this.
 EXTRAPOLATE_S = 0.1
+#: A cycle later than this many periods advances the reference filter in sub-steps of at most
+#: one period (its explicit step stays stable, ω Δt ≤ 2π · 5 Hz · Δt), and at most this many.
+MAX_FILTER_SUBSTEPS = 100
 #: Samples kept (the older are dropped).
 KEPT_SAMPLES = 4096
 #: The filter's bandwidth: this multiple of the slowest structural mode's ω, within
@@ -269,7 +272,12 @@ class Following:
         self.ident = ident
         #: The control step's cycle at which the following began (t = 0 at the next one).
         self.start_cycle = 0
+        #: The wall clock [s] the time base runs on (None: cycles × Δt, simulated time), and
+        #: its reading at t = 0.
+        self.clock: Callable[[], float] | None = None
+        self.origin = 0.0
         self._cycle = -1
+        self._t_read = 0.0
         #: The tenths of the duration reported so far (a trajectory's progress events).
         self.reported = 0
         #: The reference of the last cycle read (x_d, ẋ_d) [task units, task units/s].
@@ -281,8 +289,22 @@ class Following:
         """How long the source lasts [s] (inf: a stream)."""
         return float(getattr(self.source, "duration", math.inf))
 
+    def begin(self, cycle: int, clock: Callable[[], float] | None = None) -> None:
+        """Start the time base: t = 0 at the cycle after ``cycle``. With ``clock`` (e.g.
+        ``time.monotonic``, a real-time loop), the source is read at the clock's time since
+        then, so a loop that runs late or slower than its nominal rate (a device that
+        delivers fewer samples) neither lags nor drifts from a stream stamped on arrival or
+        by its sender; without, at ``(cycle − start − 1) Δt`` (simulated time)."""
+        self.start_cycle = cycle
+        self.clock = clock
+        self.origin = clock() + self.period if clock is not None else 0.0
+        self._cycle, self._t_read = -1, 0.0
+
     def time(self, cycle: int) -> float:
-        """The source's time at the control step's cycle ``cycle`` [s]."""
+        """The source's time at the control step's cycle ``cycle`` [s] (with a clock:
+        the clock's time now, since the start, for the cycle under way or the next)."""
+        if self.clock is not None:
+            return max(0.0, self.clock() - self.origin)
         return (cycle - self.start_cycle - 1) * self.period
 
     def done(self, cycle: int) -> bool:
@@ -294,13 +316,30 @@ class Following:
         IK's task rate Γ [1/s]). Read once per cycle: asked again for the same cycle (the
         wire path's fallback), it repeats itself without stepping the filter again."""
         if cycle != self._cycle:
-            x_d, v_d = self.source.at(self.time(cycle))
-            if self.filter is not None:
-                x_d, v_d = self.filter.step(x_d, v_d, self.period)
+            t = self.time(cycle)
+            if self.filter is None:
+                x_d, v_d = self.source.at(t)
+            else:
+                dt = self.period if self.clock is None or self._cycle < 0 else t - self._t_read
+                x_d, v_d = self._filtered(t, dt)
             self.x_d, self.v_d = np.array(x_d, dtype=float), np.array(v_d, dtype=float)
-            self._cycle = cycle
+            self._cycle, self._t_read = cycle, t
         np.multiply(self.v_d, 1.0 / gain if gain > 0 else 0.0, out=out)
         np.add(out, self.x_d, out=out)
+
+    def _filtered(self, t: float, dt: float) -> tuple[FloatArray, FloatArray]:
+        """The filter advanced by ``dt`` [s] to time ``t`` [s]: in one step towards the source
+        at ``t`` for a period or less, else in equal sub-steps of at most one period
+        (:data:`MAX_FILTER_SUBSTEPS` at most), each towards the source at its own time."""
+        filt = self.filter
+        assert filt is not None
+        if not dt > 0:
+            return filt.x, filt.v
+        n = min(MAX_FILTER_SUBSTEPS, max(1, math.ceil(dt / self.period - 1e-9)))
+        for i in range(n, 0, -1):
+            x_d, v_d = self.source.at(t - (i - 1) * dt / n)
+            x_f, v_f = filt.step(x_d, v_d, dt / n)
+        return x_f, v_f
 
 
 #: The IK's task rate Γ [1/s] of each algorithm's live parameters, for the lead point.
@@ -308,5 +347,5 @@ LEAD_GAIN = {"alg1": "gamma", "alg2": "gamma_z", "plain": "gamma"}
 
 
 __all__ = ["BANDWIDTH_PER_MODE", "EXTRAPOLATE_S", "LEAD_GAIN", "MAX_BANDWIDTH",
-           "MIN_BANDWIDTH", "Following", "ReferenceFilter", "ReferenceSource",
-           "StreamedReference", "bandwidth"]
+           "MAX_FILTER_SUBSTEPS", "MIN_BANDWIDTH", "Following", "ReferenceFilter",
+           "ReferenceSource", "StreamedReference", "bandwidth"]
