@@ -350,3 +350,21 @@ def test_a_reference_beyond_reach_is_clamped_and_the_state_says_so_and_estop_end
         assert ctl.estop("test").accepted
         resp = ctl.submit(Command("target", [0.5], stream=True))
         assert not resp.accepted and "e-stop" in resp.reason
+
+
+def test_the_loop_benchmark_measures_the_cycle_while_it_follows_a_stream():
+    """``poise bench loop --follow none stream``: the same rate held and following a moving
+    reference streamed as ``reference`` commands; the following run follows it (the state
+    says stream, no command refused, the arm within the stream's radius of it)."""
+    from poise.controller import benchmark
+
+    result = benchmark.run(2.0, (200.0,), follows=("none", "stream"))
+    held, following = result["runs"]
+    assert held["follow"] == "none" and held["stream"] is None
+    assert held["target_status"] != "stream"
+    stream = following["stream"]
+    assert following["state"] == "running" and following["target_status"] == "stream"
+    assert stream["commands"] >= 4 and stream["refused"] == 0
+    assert following["task_error"] < 0.5 * stream["radius"]
+    assert following["cycles"] > 0 and following["compute_us"]["p50"] is not None
+    assert "following a stream" in benchmark.table(result).splitlines()[3]

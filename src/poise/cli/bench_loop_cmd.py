@@ -40,6 +40,11 @@ def register(commands, groups) -> None:
                    help="loop.wire of each run: on, each sensor frame is answered on the wire "
                    "path (one compiled call from its bytes to the setpoint's); several: one "
                    "run each (default on)")
+    p.add_argument("--follow", nargs="+", choices=("none", "stream"), default=["none"],
+                   help="stream: the loop follows a moving reference over the window (a "
+                   "sine or circle of 2 %% of the reach at 0.25 Hz, streamed as reference "
+                   "commands of 50 Hz samples), so following's per-cycle cost is measured; "
+                   "none: the target held (default); several: one run each")
     add_json_option(p)
     p.set_defaults(func=run)
 
@@ -57,5 +62,6 @@ def run(args: argparse.Namespace) -> int:
                                priorities=tuple(args.priority),
                                busy_polls=tuple(v == "on" for v in args.busy_poll),
                                cpus=tuple(args.cpu),
-                               wires=tuple(v == "on" for v in args.wire))
+                               wires=tuple(v == "on" for v in args.wire),
+                               follows=tuple(args.follow))
     return emit(result, benchmark.table(result), args.json)
