@@ -32,8 +32,8 @@ def register(commands: argparse._SubParsersAction, groups: dict) -> None:
                    "optional [plant] table of imperfections) while the controller keeps its "
                    "own model: how the defaults cope with a model that is off. PLANT may be "
                    "a named plant (stiff10, mixed15, friction, hysteresis, slack+noise, real; "
-                   "docs/simulator.md): alone it applies to every robot of the run. NAME "
-                   "alone: stiff10 (repeatable; a later value for a robot wins)")
+                   "docs/simulator.md): alone it applies to every robot of the run "
+                   "(repeatable; a later value for a robot wins)")
     p.add_argument("--figure", metavar="PNG",
                    help="also draw the README figure (soft_arm_soft, old gain vs automatic "
                    "gain and shaped move); needs pip install 'poise[plot]'")
@@ -68,8 +68,7 @@ def _run(args: argparse.Namespace, folder: str) -> int:
         return path
 
     try:
-        plants = parse_plants(args.plant, lambda robot: named(robot, "stiff10"), named=named,
-                              robots=args.models)
+        plants = parse_plants(args.plant, named=named, robots=args.models)
     except ValueError as exc:
         print(f"poise bench control: {exc}", file=sys.stderr)
         return 2

@@ -14,7 +14,9 @@ the exact plant keeps :func:`poise.sim.compiled.advance` untouched. The numpy re
 3. dry friction as impulses (Karnopp, implicit): rows ``J_k`` (joints ``e_i``, transmissions
    ``A_j``) with forces ``λ_k`` bounded by ``F_s`` if the row stuck in the previous step, else
    ``F_c``, such that the row velocity ``J_k (v* + h M⁻¹ Jᵀ λ)`` is zero where the bound
-   allows; projected Gauss–Seidel, warm-started from the previous step's ``λ``;
+   allows; projected Gauss–Seidel, warm-started from the previous step's ``λ``, until a
+   sweep changes no ``λ_k`` by more than :data:`~poise.sim.imperfections.SWEEP_TOL` of its
+   bound (at most ``sweeps``);
 4. ``q̇ = v* + h M⁻¹ Jᵀ λ``, ``z += h (q̇ − β |q̇| z − γ q̇ |z|)`` clipped to ``±y``
    (``β = γ = 1/(2y)``), ``q += h q̇``.
 """
@@ -30,6 +32,7 @@ from numba import njit
 from poise.kernels import cache, family
 from poise.kernels.linalg import cho_solve, cholesky, solve_vec
 from poise.sim.actuators import KD, KP, LIMIT, REF, TAU_FF
+from poise.sim.imperfections import SWEEP_TOL
 
 
 @njit(cache=True)
@@ -133,6 +136,7 @@ def advance_effects(args, q, qd, tau, drive, on, k, h, viscous, act_viscous, dea
                 for j in range(n):
                     v[j] += h * Y[j, r] * lam[r]
             for _sweep in range(sweeps):
+                change = 0.0
                 for r in range(K):
                     bound = fs[r] if stuck[r] > 0.0 else fc[r]
                     vr = 0.0
@@ -145,6 +149,9 @@ def advance_effects(args, q, qd, tau, drive, on, k, h, viscous, act_viscous, dea
                         lam[r] = new
                         for j in range(n):
                             v[j] += h * Y[j, r] * d
+                        change = max(change, abs(d) / max(bound, 1e-300))
+                if change < SWEEP_TOL:
+                    break
             for r in range(K):
                 bound = fs[r] if stuck[r] > 0.0 else fc[r]
                 stuck[r] = 1.0 if abs(lam[r]) < bound * (1.0 - 1e-9) else 0.0

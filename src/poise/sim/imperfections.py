@@ -60,6 +60,8 @@ KEYS: dict[str, tuple[str, ...]] = {
 }
 #: Sweeps of the projected Gauss–Seidel friction solve per internal step.
 FRICTION_SWEEPS = 20
+#: ... or until a sweep changes no friction force by more than this fraction of its bound.
+SWEEP_TOL = 1e-12
 
 
 def _zeros(size: int) -> FloatArray:
@@ -300,5 +302,5 @@ def read_effects(path: str | pathlib.Path | None, n: int, m: int) -> PlantEffect
                              source=p.name)
 
 
-__all__ = ["FRICTION_SWEEPS", "KEYS", "PlantEffects", "effects_from_dict", "no_effects",
-           "read_effects"]
+__all__ = ["FRICTION_SWEEPS", "KEYS", "SWEEP_TOL", "PlantEffects", "effects_from_dict",
+           "no_effects", "read_effects"]

@@ -40,7 +40,7 @@ import numpy as np
 from poise.models.base import FloatArray, MechanicalModel
 from poise.sim.actuators import ActuatorController, ActuatorGains, default_gains
 from poise.sim.dynamics import Dynamics, solve_spd
-from poise.sim.imperfections import FRICTION_SWEEPS, PlantEffects
+from poise.sim.imperfections import FRICTION_SWEEPS, SWEEP_TOL, PlantEffects
 
 if TYPE_CHECKING:
     from poise.sim.compiled import CompiledPlant
@@ -346,10 +346,15 @@ class Simulator:
                 lam[:] = np.clip(lam, -bound, bound)
                 v = v + h * Y @ lam
                 for _sweep in range(FRICTION_SWEEPS):
+                    change = 0.0
                     for r in range(fc.size):
                         new = min(max(lam[r] - (J[r] @ v) / (h * W[r]), -bound[r]), bound[r])
-                        v = v + h * Y[:, r] * (new - lam[r])
-                        lam[r] = new
+                        if new != lam[r]:
+                            v = v + h * Y[:, r] * (new - lam[r])
+                            change = max(change, abs(new - lam[r]) / max(bound[r], 1e-300))
+                            lam[r] = new
+                    if change < SWEEP_TOL:
+                        break
                 stuck[:] = np.abs(lam) < bound * (1.0 - 1e-9)
             qd = v
             z[:] = np.clip(z + h * (qd - beta * np.abs(qd) * z - beta * qd * np.abs(z)),
