@@ -67,6 +67,7 @@ from poise.models.actuation import split
 from poise.models.base import FloatArray, MechanicalModel
 from poise.motion.stability import structural_modes
 from poise.sim.params import load_physical
+from poise.sim.plant import plant_effects
 
 
 @dataclass(frozen=True)
@@ -261,8 +262,9 @@ def run(models: Sequence[str] = MODELS, modes: Sequence[str] = MODES,
     if unknown:
         raise ValueError(f"plant given for {', '.join(unknown)}, not among the models run "
                          f"({', '.join(models)})")
-    for name, path in plants.items():
-        load_physical(name, path)  # refused here, before any case runs
+    for name, path in plants.items():  # refused here, before any case runs
+        _, physical, _ = load_physical(name, path)
+        plant_effects(name, path, physical.n, physical.m)
     t0 = time.perf_counter()
     jobs = [(name, mode, alg, None, count, seed, plants.get(name)) for name in models
             for mode in modes for alg in algorithms]

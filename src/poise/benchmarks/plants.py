@@ -4,33 +4,53 @@
 ``NAME`` with the true parameters of the model file ``FILE`` (``device.sim_params``) while the
 controller keeps its own model. :func:`parse_plants` reads the option once for every
 benchmark; :func:`stiffer` writes the plant a benchmark makes itself when only ``NAME`` is
-given (where it allows that): the built-in model with every joint spring stiffer.
+given (where it allows that): the built-in model with every joint spring stiffer. With a
+named plant (``--plant real``, ``--plant double_pendulum=friction``;
+:mod:`poise.sim.named`) the benchmark writes that plant's file for each robot.
 """
 
 from __future__ import annotations
 
 import pathlib
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 
-def parse_plants(given: Iterable[str], make: Callable[[str], str] | None = None
-                 ) -> dict[str, str]:
-    """``{robot: model file}`` from ``--plant`` values ``NAME=FILE``; ``NAME`` alone is
-    ``make(NAME)`` (the file it writes) where ``make`` is given.
+def parse_plants(given: Iterable[str], make: Callable[[str], str] | None = None, *,
+                 named: Callable[[str, str], str] | None = None,
+                 robots: Sequence[str] = ()) -> dict[str, str]:
+    """``{robot: model file}`` from ``--plant`` values.
+
+    * ``NAME=FILE`` — robot ``NAME`` simulated with the model file ``FILE``;
+    * ``NAME`` — ``make(NAME)`` (the file it writes) where ``make`` is given;
+    * with ``named`` (``named(robot, plant)`` writes a named plant,
+      :func:`poise.sim.named.write_named`): ``PLANT`` alone, a name of
+      :data:`poise.sim.named.NAMED_PLANTS` such as ``real``, for every robot of ``robots``,
+      and ``NAME=PLANT`` for robot ``NAME`` only (a later value for a robot wins).
 
     Raises:
-        ValueError: a value that is neither (the message quotes it).
+        ValueError: a value that is none of these (the message quotes it).
     """
+    from poise.sim.named import NAMED_PLANTS
+
     plants: dict[str, str] = {}
     for value in given:
         name, sep, path = value.partition("=")
+        if named is not None and not sep and name in NAMED_PLANTS:
+            for robot in robots:
+                plants[robot] = named(robot, name)
+            continue
         if not sep and make is not None and name:
             plants[name] = make(name)
             continue
         if not sep or not name or not path:
-            expected = "NAME=FILE" + (" or NAME" if make is not None else "")
+            expected = "NAME=FILE" + (" or NAME" if make is not None else "") + (
+                f" or [NAME=]PLANT with PLANT one of {', '.join(NAMED_PLANTS)}"
+                if named is not None else "")
             raise ValueError(f"--plant {value!r}: expected {expected}")
+        if named is not None and path in NAMED_PLANTS:
+            plants[name] = named(name, path)
+            continue
         plants[name] = path
     return plants
 

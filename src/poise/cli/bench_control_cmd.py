@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 
 from poise.benchmarks.benchout import add_json_option, add_quiet_option, emit
 
@@ -25,11 +26,14 @@ def register(commands: argparse._SubParsersAction, groups: dict) -> None:
     p.add_argument("--seed", type=int, default=control.SEED)
     p.add_argument("--workers", type=int, default=1, metavar="N",
                    help="processes (one case each at a time; default 1)")
-    p.add_argument("--plant", action="append", default=[], metavar="NAME=FILE",
-                   help="simulate robot NAME with the true parameters of the model file FILE "
-                   "(e.g. poise model show NAME --json, its spring 10 %% stiffer) while the "
-                   "controller keeps its own model: how the defaults cope with a model that "
-                   "is off (repeatable, one per robot)")
+    p.add_argument("--plant", action="append", default=[], metavar="[NAME=]PLANT",
+                   help="simulate robot NAME with the true parameters of the model file PLANT "
+                   "(e.g. poise model show NAME --json, its spring 10 %% stiffer, with an "
+                   "optional [plant] table of imperfections) while the controller keeps its "
+                   "own model: how the defaults cope with a model that is off. PLANT may be "
+                   "a named plant (stiff10, mixed15, friction, hysteresis, slack+noise, real; "
+                   "docs/simulator.md): alone it applies to every robot of the run "
+                   "(repeatable; a later value for a robot wins)")
     p.add_argument("--figure", metavar="PNG",
                    help="also draw the README figure (soft_arm_soft, old gain vs automatic "
                    "gain and shaped move); needs pip install 'poise[plot]'")
@@ -39,9 +43,6 @@ def register(commands: argparse._SubParsersAction, groups: dict) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from poise.benchmarks import control
-    from poise.progress import progress_bar
-
     if args.targets < 1 or args.workers < 1:
         print("poise bench control: --targets and --workers must be >= 1", file=sys.stderr)
         return 2
@@ -49,10 +50,25 @@ def run(args: argparse.Namespace) -> int:
         from poise.api.extras import require
 
         require("plot", "--figure")
+    with tempfile.TemporaryDirectory(prefix="poise-control-") as folder:
+        return _run(args, folder)
+
+
+def _run(args: argparse.Namespace, folder: str) -> int:
+    from poise.benchmarks import control
     from poise.benchmarks.plants import parse_plants
+    from poise.progress import progress_bar
+    from poise.sim.named import write_named
+
+    made: dict[str, str] = {}  # a plant written here → what it is (the file goes with the run)
+
+    def named(robot: str, plant: str) -> str:
+        path = write_named(robot, plant, folder)
+        made[path] = f"{robot}={plant} (named plant, built in)"
+        return path
 
     try:
-        plants = parse_plants(args.plant)
+        plants = parse_plants(args.plant, named=named, robots=args.models)
     except ValueError as exc:
         print(f"poise bench control: {exc}", file=sys.stderr)
         return 2
@@ -65,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, RuntimeError) as exc:
         print(f"poise bench control: {exc}", file=sys.stderr)
         return 2
+    result["plants"] = {k: made.get(v, v) for k, v in result["plants"].items()}
     if args.figure:
         result["figure"] = control.figure(args.figure)
     return emit(result, control.table(result), args.json)

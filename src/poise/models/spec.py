@@ -136,6 +136,9 @@ IGNORED: dict[str, Key] = {
     "calibration": Key("ignored", "parameters, uncertainties and provenance written by "
                        "`poise calibrate` (ignored by the model loader)"),
     "$schema": Key("string", "the JSON Schema of this file, for editors (ignored)"),
+    "plant": Key("ignored", "the simulated robot's imperfections (friction, dead band, "
+                 "tendons, hysteresis, sensors, delays; poise.sim.imperfections, "
+                 "docs/simulator.md; ignored by the model loader)"),
 }
 
 

@@ -27,6 +27,7 @@ import numpy as np
 
 from poise.models.base import FloatArray, MechanicalModel
 from poise.sim.actuators import MODES, ActuatorGains
+from poise.sim.imperfections import PlantEffects, read_effects
 from poise.sim.params import load_physical
 from poise.sim.sensors import (
     SATURATION_TOL,
@@ -108,7 +109,8 @@ class SimPlant:
     """
 
     def __init__(self, sim: Simulator, sensors: Sensors, *, nominal: MechanicalModel | None = None,
-                 differences: Sequence[str] = ()) -> None:
+                 differences: Sequence[str] = (), sensor_delay: int = 0,
+                 command_delay: int = 0) -> None:
         self.sim = sim
         self.physical = sim.model
         self.nominal = nominal if nominal is not None else sim.model
@@ -118,6 +120,15 @@ class SimPlant:
         n, m = self.physical.n, self.physical.m
         self._split = (n, n + m)
         self._readings = np.empty(n + 2 * m)
+        #: Transport delays [cycles = calls of :meth:`step`] of the sensor readings and of the
+        #: actuator commands (``[plant.delay]`` of the plant file).
+        self.sensor_delay, self.command_delay = int(sensor_delay), int(command_delay)
+        # the true states of the last sensor_delay + 1 steps, oldest first (q, q̇, τ)
+        self._past: list[tuple[FloatArray, FloatArray, FloatArray]] = []
+        self._pending: list[tuple[int, list[float], list[float] | None]] = []
+        self._steps = 0
+        if self.sensor_delay:
+            self._remember()
         # the compiled readout with its matrix A and channel table, when the sim is compiled
         self._readout = None
         self._A: FloatArray | None = None
@@ -145,23 +156,54 @@ class SimPlant:
     def set_mode(self, mode: str) -> None:
         if mode not in MODES:
             raise ValueError(f"mode {mode!r}: must be one of {', '.join(MODES)}")
+        if self._pending:  # a mode acts now, with the newest command (no jump on arming)
+            _, ref, ff = self._pending[-1]
+            self._pending.clear()
+            self.sim.command(ref, ff)
         self.sim.set_mode(mode)
 
     def set_actuator_command(self, qa_ref: Sequence[float],
                              tau_ff: Sequence[float] | None) -> None:
+        if self.command_delay:
+            self._pending.append((self._steps + self.command_delay, list(qa_ref),
+                                  None if tau_ff is None else list(tau_ff)))
+            return
         self.sim.command(qa_ref, tau_ff)
 
     def step(self, dt: float) -> None:
+        if self._pending:
+            while self._pending and self._pending[0][0] <= self._steps:
+                _, ref, ff = self._pending.pop(0)
+                self.sim.command(ref, ff)
+        self._steps += 1
         if self.sim.finite:
             self.sim.step(dt)
         else:  # blown up: keep the clock running, report NaN (the endpoint faults)
             self.sim.time += float(dt)
+        if self.sensor_delay:
+            self._remember()
+
+    def _remember(self) -> None:
+        """Keep the true state for the delayed sensors (the last ``sensor_delay + 1``)."""
+        sim = self.sim
+        self._past.append((sim._q.copy(), sim._qd.copy(), sim._tau.copy()))
+        if len(self._past) > self.sensor_delay + 1:
+            self._past.pop(0)
+
+    def _sensed(self) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """The true ``(q, q̇, τ)`` the sensors report now: ``sensor_delay`` steps old (the
+        oldest kept at the start)."""
+        if self.sensor_delay:
+            return self._past[0]
+        sim = self.sim
+        return sim._q, sim._qd, sim._tau
 
     def read_sensors(self) -> tuple[list[float], list[float], list[float], int]:
-        sim, s = self.sim, self.sensors
+        s = self.sensors
         if self._readout is not None:
             out = self._readings
-            status = self._readout(self._A, sim._q, sim._qd, sim._tau, s.normals(out.size),
+            q, qd, tau = self._sensed()
+            status = self._readout(self._A, q, qd, tau, s.normals(out.size),
                                    self._sensor_table, s.counts_per_rad, out)
             a, b = self._split
             return out[:a].tolist(), out[a:b].tolist(), out[b:].tolist(), status
@@ -171,7 +213,8 @@ class SimPlant:
         """:meth:`read_sensors` in numpy (:class:`Sensors`; what the compiled readout is
         compared with)."""
         sim, s = self.sim, self.sensors
-        q, qa, tau = sim._q, sim.qa, sim._tau
+        q, qd, tau = self._sensed()
+        qa = sim.dynamics.A @ q
         status = 0
         lim = sim.gains.effort_limit
         if np.any((lim > 0) & (np.abs(tau) >= lim * (1 - SATURATION_TOL))):
@@ -180,7 +223,7 @@ class SimPlant:
             status |= STATUS_QA_LIMIT
         if np.any(q < self.physical.q_min) or np.any(q > self.physical.q_max):
             status |= STATUS_Q_LIMIT
-        if not (np.all(np.isfinite(q)) and np.all(np.isfinite(sim._qd))):
+        if not (np.all(np.isfinite(q)) and np.all(np.isfinite(qd))):
             status |= STATUS_NONFINITE
         return (s.encoders(q).tolist(), s.actuator_positions(qa).tolist(),
                 s.efforts(tau).tolist(), status)
@@ -216,6 +259,9 @@ def make_plant(model_name: str, params_file: str | None = None, *, seed: int | N
         model_name: built-in model name (or a model file path): the nominal robot.
         params_file: a model file in the schema of ``poise model show NAME --json`` (or TOML)
             describing the physical robot; same family, ``n`` and ``m`` as ``model_name``.
+            Its optional ``[plant]`` table (else the model file's) adds the imperfections of
+            :mod:`poise.sim.imperfections`: friction, dead band, tendons, hysteresis, sensor
+            resolution and noise (over ``sensors``), transport delays.
         seed: seed of the sensor noise generator.
         noise: ``False``: no random sensor noise (quantisation and bias stay).
         rate: internal integration rate [Hz] (≥ 5 kHz).
@@ -230,14 +276,28 @@ def make_plant(model_name: str, params_file: str | None = None, *, seed: int | N
         ValueError: unknown model, invalid file, or a file that does not match the model.
     """
     nominal, physical, diff = load_physical(model_name, params_file)
-    config = sensors or SensorConfig()
+    effects = plant_effects(model_name, params_file, physical.n, physical.m)
+    config = effects.sensor_config(sensors or SensorConfig())
     if not noise:
         config = config.noiseless()
     sim = Simulator(physical, rate=rate, integrator=integrator, gains=gains, q0=q0,
-                    name=nominal.name, compiled=compiled)
+                    name=nominal.name, compiled=compiled, effects=effects)
     return SimPlant(sim, Sensors(config, physical.n, physical.m, seed), nominal=nominal,
-                    differences=diff)
+                    differences=[*diff, *effects.describe()],
+                    sensor_delay=effects.sensor_delay, command_delay=effects.command_delay)
+
+
+def plant_effects(model_name: str, params_file: str | None, n: int, m: int) -> PlantEffects:
+    """The ``[plant]`` table of the parameter file, else of the model file (a built-in model
+    has none): the imperfections of the simulated robot.
+
+    Raises:
+        ValueError: (a :class:`~poise.models.ModelError`) an invalid table; the message names
+            the file and the key.
+    """
+    return read_effects(params_file if params_file is not None else model_name, n, m)
 
 
 __all__ = ["STATUS_NONFINITE", "STATUS_QA_LIMIT", "STATUS_Q_LIMIT", "STATUS_SATURATED",
-           "UNLIMITED", "SimChannel", "SimPlant", "channels", "coordinate_names", "make_plant"]
+           "UNLIMITED", "SimChannel", "SimPlant", "channels", "coordinate_names", "make_plant",
+           "plant_effects"]

@@ -40,6 +40,7 @@ import numpy as np
 from poise.models.base import FloatArray, MechanicalModel
 from poise.sim.actuators import ActuatorController, ActuatorGains, default_gains
 from poise.sim.dynamics import Dynamics, solve_spd
+from poise.sim.imperfections import FRICTION_SWEEPS, SWEEP_TOL, PlantEffects
 
 if TYPE_CHECKING:
     from poise.sim.compiled import CompiledPlant
@@ -74,12 +75,16 @@ class Simulator:
         name: model name for the default effort-limit table (default ``model.name``).
         compiled: step with the compiled kernels when the model's family has them
             (:attr:`compiled` says whether it does); ``False``: the numpy reference.
+        effects: the plant's imperfections (:mod:`poise.sim.imperfections`; friction,
+            dead band, tendons, hysteresis act here, sensors and delays in
+            :class:`~poise.sim.SimPlant`); ``None`` or none present: exactly the model.
+            Dynamic effects need the ``"euler"`` integrator.
     """
 
     def __init__(self, model: MechanicalModel, *, rate: float = DEFAULT_RATE,
                  integrator: str = "euler", gains: ActuatorGains | None = None,
                  q0: Sequence[float] | FloatArray | None = None, name: str | None = None,
-                 compiled: bool = True) -> None:
+                 compiled: bool = True, effects: PlantEffects | None = None) -> None:
         rate = float(rate)
         if not (rate >= MIN_RATE and math.isfinite(rate)):
             raise ValueError(f"simulator rate = {rate:g} Hz: must be >= {MIN_RATE:g} Hz")
@@ -100,7 +105,25 @@ class Simulator:
         self.steps = 0
         #: The compiled step (:class:`poise.sim.compiled.CompiledPlant`), or ``None``.
         self.kernels = _compiled_plant(model) if compiled else None
+        #: The imperfections acting on the dynamics, or ``None`` (exactly the model).
+        self.effects = effects if effects is not None and effects.dynamic else None
+        if self.effects is not None:
+            if integrator != "euler":
+                raise ValueError(f"integrator {integrator!r}: the plant's imperfections "
+                                 f"({effects.source or 'plant table'}: friction, dead band, "
+                                 "tendons, hysteresis) need the 'euler' integrator")
+            if (effects.n, effects.m) != (self.n, self.m):
+                raise ValueError(f"plant effects for n = {effects.n}, m = {effects.m}; the "
+                                 f"model has n = {self.n}, m = {self.m}")
+            J, fc, fs = self.effects.friction_rows(self.dynamics.A)
+            self._rows = (np.ascontiguousarray(J), fc, fs)
+            if self.kernels is not None:
+                from poise.sim.effects_kernel import advance_effects
+
+                self._advance_effects = advance_effects
         self.reset(q0)
+        if self.effects is not None and self.kernels is not None:
+            self._step_effects(0, 1.0 / rate)  # compile (or load) now, never in a step
 
     @property
     def compiled(self) -> bool:
@@ -149,6 +172,12 @@ class Simulator:
         self._qd = self._vector(qd, self.n, "qd")
         self._finite = True
         self.time = float(time)
+        if self.effects is not None:
+            y = self.effects.hyst_yield
+            #: Bouc–Wen state z (n,) [rad], friction forces λ and stick flags per row (K,).
+            self.hysteresis_z = np.clip(self._q, -y, y)
+            self.friction_force = np.zeros(self._rows[1].size)
+            self.stuck = np.ones(self._rows[1].size)
         self._tau = self._effort(self._q, self._qd)
 
     def push(self, dqd: Sequence[float] | FloatArray) -> None:
@@ -182,7 +211,25 @@ class Simulator:
 
     def _effort(self, q: FloatArray, qd: FloatArray) -> FloatArray:
         A = self.dynamics.A
+        if self.effects is not None:
+            return self._effort_effects(A @ q, A @ qd)
         return self.actuators.effort(A @ q, A @ qd)
+
+    def _effort_effects(self, qa: FloatArray, qad: FloatArray) -> FloatArray:
+        """The actuators' effort through the dead band, clip and tendon sign (numpy)."""
+        ctl, e = self.actuators, self.effects
+        assert e is not None
+        if ctl.mode == "disabled":
+            return np.zeros(self.m)
+        g = ctl.gains
+        u = ctl.tau_ff + g.kp * (ctl.ref - qa)
+        half = 0.5 * g.kp * e.dead_band
+        engaged = (e.dead_band <= 0) | (np.abs(u) > half)
+        tau = np.where(engaged, u - np.sign(u) * np.where(e.dead_band > 0, half, 0.0)
+                       - g.kd * qad, 0.0)
+        tau = np.clip(tau, -g.effort_limit, g.effort_limit)
+        return np.where(e.tendon > 0, np.maximum(tau, 0.0),
+                        np.where(e.tendon < 0, np.minimum(tau, 0.0), tau))
 
     # ------------------------------------------------------------------ integration
 
@@ -193,7 +240,9 @@ class Simulator:
             return
         k = max(1, math.ceil(dt * self.rate - 1e-9))
         h = dt / k
-        if self.kernels is not None:
+        if self.effects is not None:
+            self._step_effects(k, h)
+        elif self.kernels is not None:
             ctl = self.actuators
             self._finite = self.kernels.advance(self._q, self._qd, self._tau, ctl.drive, ctl.on,
                                                 k, h, self.integrator)
@@ -255,6 +304,62 @@ class Simulator:
                 tau = minimum(maximum(u0 - kpA @ q - kdA @ qd, lo), hi)
                 qd = qd + h * solve(M, AT @ tau - bias - G - damping * qd)
                 q = q + h * qd
+        self._q, self._qd, self._tau = q, qd, tau
+
+    def _step_effects(self, k: int, h: float) -> None:
+        """``k`` Euler steps with the imperfections: compiled, or :meth:`_euler_effects`."""
+        e, ctl = self.effects, self.actuators
+        assert e is not None
+        if self.kernels is not None:
+            J, fc, fs = self._rows
+            self._finite = self._advance_effects(
+                self.kernels.args, self._q, self._qd, self._tau, ctl.drive, ctl.on, k, h,
+                e.joint_viscous, e.act_viscous, e.dead_band, e.tendon, e.hyst_stiffness,
+                e.hyst_yield, self.hysteresis_z, J, fc, fs, self.friction_force, self.stuck,
+                FRICTION_SWEEPS)
+        else:
+            self._finite = None
+            self._euler_effects(k, h)
+
+    def _euler_effects(self, k: int, h: float) -> None:
+        """The numpy reference of :func:`poise.sim.effects_kernel.advance_effects`."""
+        e = self.effects
+        assert e is not None
+        q, qd, z = self._q.copy(), self._qd.copy(), self.hysteresis_z
+        dyn = self.dynamics
+        A, AT = dyn.A, dyn.AT
+        J, fc, fs = self._rows
+        lam, stuck = self.friction_force, self.stuck
+        beta = np.where(e.hyst_yield > 0, 0.5 / np.where(e.hyst_yield > 0, e.hyst_yield, 1.0),
+                        0.0)
+        tau = np.zeros(self.m)
+        for _ in range(k):
+            tau = self._effort_effects(A @ q, A @ qd)
+            M, bias, G = dyn.terms(q, qd)
+            f = (AT @ tau - bias - (dyn.damping + e.joint_viscous) * qd - G
+                 - e.hyst_stiffness * z - AT @ (e.act_viscous * (A @ qd)))
+            v = qd + h * solve_spd(M, f)
+            if fc.size:
+                Y = np.linalg.solve(M, J.T)  # (n, K)
+                W = np.einsum("rj,jr->r", J, Y)
+                bound = np.where(stuck > 0, fs, fc)
+                lam[:] = np.clip(lam, -bound, bound)
+                v = v + h * Y @ lam
+                for _sweep in range(FRICTION_SWEEPS):
+                    change = 0.0
+                    for r in range(fc.size):
+                        new = min(max(lam[r] - (J[r] @ v) / (h * W[r]), -bound[r]), bound[r])
+                        if new != lam[r]:
+                            v = v + h * Y[:, r] * (new - lam[r])
+                            change = max(change, abs(new - lam[r]) / max(bound[r], 1e-300))
+                            lam[r] = new
+                    if change < SWEEP_TOL:
+                        break
+                stuck[:] = np.abs(lam) < bound * (1.0 - 1e-9)
+            qd = v
+            z[:] = np.clip(z + h * (qd - beta * np.abs(qd) * z - beta * qd * np.abs(z)),
+                           -e.hyst_yield, e.hyst_yield)
+            q = q + h * qd
         self._q, self._qd, self._tau = q, qd, tau
 
     def _rk4(self, k: int, h: float) -> None:
