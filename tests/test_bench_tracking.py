@@ -192,3 +192,20 @@ def test_trajectory_cases_run_through_run_trajectory_and_a_refusal_is_reported()
     check = check_goals([{**steps, "freq_hz": 0.1, "kind": "sine"}])
     (refused,) = [c for c in check if c["case"] == steps["id"]]
     assert refused["met"] is False and refused["why"].startswith("refused")
+
+
+def test_a_named_plant_runs_every_robot_of_the_run_on_that_plant(tmp_path):
+    """``--plant friction``: the named plant (poise.sim.named) for every robot of the run;
+    the case says which plant and its differences, and the streamed sine is still followed
+    within the goal through the plant's stiction (feedback on the measured q)."""
+    path = tmp_path / "t.json"
+    assert main(["bench", "tracking", "--robots", "double_pendulum", "--modes", "fb",
+                 "--algorithms", "alg1", "--freqs", "0.1", "--kinds", "sine", "--as", "stream",
+                 "--plant", "friction", "--json", str(path), "--quiet"]) == 0
+    result = json.loads(path.read_text())
+    assert result["plants"] == {"double_pendulum": "double_pendulum=friction (named plant, "
+                                                   "built in)"}
+    model, off = result["cases"]
+    assert model["plant"] == "model" and off["plant"] == result["plants"]["double_pendulum"]
+    assert any(d.startswith("plant.friction.stiction") for d in off["plant_differs"])
+    assert off["status"] == "ok" and off["rms_pct"] <= 10.0

@@ -57,7 +57,10 @@ def register(commands: argparse._SubParsersAction, groups: dict) -> None:
                    help="also run robot NAME's cases on a simulated robot that differs from "
                    "the controller's model: the true parameters of the model file FILE, or "
                    f"without FILE its built-in model with every spring "
-                   f"{(tp.PLANT_STIFFER - 1) * 100:.0f} %% stiffer (repeatable, one per robot)")
+                   f"{(tp.PLANT_STIFFER - 1) * 100:.0f} %% stiffer (repeatable, one per robot); "
+                   "or a named plant (stiff10, mixed15, friction, hysteresis, slack+noise, "
+                   "real; docs/simulator.md): alone for every robot of the run, NAME=PLANT for "
+                   "one")
     p.add_argument("--quick", action="store_true",
                    help="a smoke test: fb, alg1, 0.1 Hz (unless given)")
     p.add_argument("--seed", type=int, default=tp.SEED)
@@ -119,8 +122,14 @@ def _simulated(args: argparse.Namespace, robots: list[str], modes: list[str],
     from poise.benchmarks import tracking_protocol as tp
     from poise.benchmarks.plants import parse_plants, stiffer
     from poise.progress import progress_bar
+    from poise.sim.named import write_named
 
     made: dict[str, str] = {}  # a plant written here → what it is (the file goes with the run)
+
+    def named(robot: str, plant: str) -> str:
+        path = write_named(robot, plant, folder)
+        made[path] = f"{robot}={plant} (named plant, built in)"
+        return path
 
     def make(name: str) -> str:
         path = stiffer(name, tp.PLANT_STIFFER, folder)
@@ -129,7 +138,7 @@ def _simulated(args: argparse.Namespace, robots: list[str], modes: list[str],
         return path
 
     try:
-        plants = parse_plants(args.plant, make)
+        plants = parse_plants(args.plant, make, named=named, robots=robots)
         cases = tracking.cases_for(robots, modes, algorithms, freqs, _flat(args.kinds),
                                    _flat(args.how), plants, args.seed, args.amplitude)
         if args.figure:
