@@ -148,6 +148,9 @@ class Retargeting:
         self.plan: TargetPlan | None = None
         self._window = 0
         self._damped_period = math.inf
+        self._stall_count = 0
+        self._stall_sum = np.zeros(model.task_dim)
+        self._stall_first = 0.0
         self.shaper = Shaper()
         #: The corrections made for the current plan, oldest first.
         self.corrections: list[Correction] = []
@@ -178,6 +181,7 @@ class Retargeting:
         self.plan = plan
         self.corrections = []
         self.stalled = None
+        self._stall_count = 0
         self._clear()
         slow = plan.loop.slowest_mode() if plan is not None and plan.loop is not None else None
         if not (active and self.enabled and plan is not None and plan.reachable
@@ -195,7 +199,40 @@ class Retargeting:
 
     @property
     def active(self) -> bool:
+        """Corrections go on for the current plan."""
         return self.plan is not None and not self.ended
+
+    @property
+    def watching(self) -> bool:
+        """The current plan is watched (for corrections, or still for a stall)."""
+        return self.plan is not None and self.ended != "off"
+
+    def watch_stall(self, predicted: FloatArray, x_meas: FloatArray, qa: FloatArray,
+                    qa_min: FloatArray, qa_max: FloatArray, held: bool) -> None:
+        """One settled cycle, whatever the window does: feedback has stalled when for one
+        window (a damped period of the slowest mode) the mismatch stayed above the tolerance
+        while an actuator sat at a position limit or the anti-windup held one (``held``: its
+        effort at the limit) and the mismatch did not shrink by half. Then
+        :attr:`stalled` is the mean mismatch over that window and the corrections end."""
+        if self.stalled is not None or self.ended == "off" or self.ended.startswith("stalled"):
+            return
+        span = qa_max - qa_min
+        margin = 2 * LIMIT_MARGIN * np.where(np.isfinite(span), span, 0.0)
+        at_limit = held or bool(np.any((qa <= qa_min + margin) | (qa >= qa_max - margin)))
+        mismatch = predicted - x_meas
+        norm = float(np.linalg.norm(mismatch))
+        if not at_limit or norm <= self.tolerance:
+            self._stall_count = 0
+            return
+        if self._stall_count == 0:
+            self._stall_sum = np.zeros_like(mismatch)
+            self._stall_first = norm
+        self._stall_count += 1
+        self._stall_sum += mismatch
+        if self._stall_count >= self._window and norm > 0.5 * self._stall_first:
+            self.stalled = self._stall_sum / self._stall_count
+            self.ended = f"stalled at a limit ({norm * 1e3:.2g} mm)"
+            self._stall_count = 0
 
     def reset_window(self) -> None:
         """Start the window again (a move, a held actuator, a saturated one)."""

@@ -166,6 +166,7 @@ class ControlStep:
         self._limit_cache: tuple[SafetyLimits, float, tuple[FloatArray, ...]] | None = None
         #: Cycles in which the anti-windup held an actuator's setpoint.
         self.windup_holds = 0
+        self._holds_seen = 0  # windup_holds at the last re-targeting cycle
         self._wired: tuple[FloatArray, FloatArray] = (np.zeros(0), np.zeros(0))  # h(q), x used
         #: The model's predicted response to the current plan's move, which feedback follows
         #: after it (:meth:`follow`), rows [task units] from the move's first cycle; None: none.
@@ -408,17 +409,24 @@ class ControlStep:
         response and the measured task value is averaged over a window; a full window may
         start a correction move (the IK paused while it runs, as during any move)."""
         r = self.retarget
-        if r is None or not fb or not r.active or r.plan is not self.plan:
+        if r is None or not fb or not r.watching or r.plan is not self.plan:
             return
         rows = self.reference
         if self.goal is not None or self.following is not None or rows is None \
-                or saturated or not self._aims_at_plan(p):
+                or not self._aims_at_plan(p):
             r.reset_window()
             return
         stepper = self.stepper
         assert stepper is not None
-        r.rate_gain = p.gamma_z if p.algorithm == "alg2" else p.gamma
         i = min(self._move_cycle, rows.shape[0] - 1)
+        lim = self.limits
+        held = self.windup_holds != self._holds_seen
+        self._holds_seen = self.windup_holds
+        r.watch_stall(rows[i], x_meas, stepper.qa, lim.qa_min, lim.qa_max, held or saturated)
+        if saturated or not r.active:
+            r.reset_window()
+            return
+        r.rate_gain = p.gamma_z if p.algorithm == "alg2" else p.gamma
         if not r.observe(rows[i], x_meas, stepper.qa, self.windup_holds):
             return
         lim, plan = self.limits, self.plan
