@@ -200,15 +200,16 @@ class SimulatedLoop:
         record: dict[str, Any] = {"t": self.time, "target": target.tolist(),
                                   "aim": aim.tolist(), "reachable": False, "moved": False}
         self.replans.append(record)
-        try:
-            move = self.planner.plan(aim, step.motion_state(self.params, self.measured(),
-                                                            stepper.q_bar))
+        state = step.motion_state(self.params, self.measured(), stepper.q_bar)
+        try:  # the goal first (milliseconds); the move, chosen on the model, only if it holds
+            new = self.planner.target_plan(aim, state)
+            record["reachable"] = bool(new.reachable)
+            if not new.reachable or new.qa_goal is None:
+                return False
+            move = self.planner.move(new, state)
         except ValueError:  # UnstableTarget, or a gain refused at the new goal
             return False
         new = move.plan
-        record["reachable"] = bool(new.reachable)
-        if not new.reachable or new.qa_goal is None:
-            return False
         record["moved"] = True
         record["aim"] = np.asarray(new.target, dtype=float).tolist()
         step.adopt(new)
