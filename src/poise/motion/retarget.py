@@ -15,8 +15,8 @@ arrives nearly still), :class:`Retargeting` measures the *model mismatch*
 (``x_pred`` is the model's predicted response to the same move, the reference feedback
 follows, :mod:`poise.motion.reference`; past its end its last row) averaged over one damped
 period ``T_d`` of the slowest structural mode, which cancels what is left of the sway and
-averages the sensor noise, and aims the next shaped move at where the model says the arm
-must go to make up for it:
+averages the sensor noise, and, when it exceeds :data:`THRESHOLD` × the tolerance, aims
+the next shaped move at where the model says the arm must go to make up for it:
 
     Δqa = argmin ‖J Δqa − m̂‖² + μ‖Δqa‖²   s.t.   qa_min ≤ qa + Δqa ≤ qa_max
 
@@ -40,7 +40,8 @@ plant whose stiffness differs from the model by a factor ``1 + δ`` the held map
 about ``1/(1 + δ)``, so a sample reduces the error by ``|δ/(1 + δ)|``: 0.17 at +20 %, 0.25
 at −20 %, convergent for any stiffness error above −50 %. The loop checks it: a sample whose
 mismatch did not shrink by :data:`CONTRACTION` since the last correction ends the corrections
-of this target (the continuous integrator carries on alone, as before).
+of this target (the continuous integrator carries on alone, as before), and one whose
+mismatch grew is undone (the setpoint goes back to where it was before it).
 
 **Anti-windup.** A window is discarded (and restarted) when the cycle's anti-windup held an
 actuator, when the device reported a saturated actuator, or when a move is under way; there
@@ -77,9 +78,10 @@ from poise.motion.shaping import ShapedMove, Shaper, shaper_for
 if TYPE_CHECKING:
     from poise.motion.planner import TargetPlan
 
-#: A correction is made only when the averaged mismatch exceeds this fraction of the
-#: tolerance (below it the continuous integrator removes it well within the settling goal).
-THRESHOLD = 0.25
+#: A correction is made only when the averaged mismatch exceeds this multiple of the
+#: tolerance (below it the continuous integrator removes it within seconds; on the ``real``
+#: plant, friction and hysteresis turned some millimetre-sized corrections into larger errors).
+THRESHOLD = 2.0
 #: At most this many corrections per target.
 MAX_CORRECTIONS = 6
 #: A mismatch must shrink at least to this fraction of the last one for corrections to go on.
@@ -180,6 +182,7 @@ class Retargeting:
         reference after its move, a slowest structural mode, a reachable target)."""
         self.plan = plan
         self.corrections = []
+        self._before: FloatArray | None = None  # the setpoint before the last correction
         self.stalled = None
         self._stall_count = 0
         self._clear()
@@ -268,9 +271,12 @@ class Retargeting:
                 self.rate_gain * self._damped_period >= SLOW_GAIN:
             return None
         last = self.corrections[-1] if self.corrections else None
-        if last is not None and norm > CONTRACTION * float(np.linalg.norm(last.mismatch)):
-            self.ended = f"not contracting ({norm * 1e3:.2g} mm after " \
-                         f"{float(np.linalg.norm(last.mismatch)) * 1e3:.2g} mm)"
+        before = float(np.linalg.norm(last.mismatch)) if last is not None else math.inf
+        if norm > CONTRACTION * before:
+            self.ended = f"not contracting ({norm * 1e3:.2g} mm after {before * 1e3:.2g} mm)"
+            if norm > before and self._before is not None:  # worse: undone
+                self.ended += ", undone"
+                return self._before
             return None
         if len(self.corrections) >= MAX_CORRECTIONS:
             self.ended = f"{MAX_CORRECTIONS} corrections made"
@@ -279,6 +285,7 @@ class Retargeting:
         margin = LIMIT_MARGIN * np.where(np.isfinite(span), span, 0.0)
         delta, residual, limited = bounded_correction(J, mismatch, qa,
                                                       qa_min + margin, qa_max - margin)
+        self._before = np.array(qa, dtype=float)
         self.corrections.append(Correction(time_s, mismatch, delta, residual, limited))
         self.total += 1
         if limited and residual > STALL_FRACTION * self.tolerance:
