@@ -169,3 +169,32 @@ def test_loop_is_stable_in_simulation_on_springs_20_percent_softer(tmp_path):
     assert t is not None
     tail = loop.run(3.0)
     assert float(np.max(tail)) < 2 * eps
+
+
+def test_replan_from_the_measured_state_aims_the_model_past_the_plant_mismatch(tmp_path):
+    """The re-plan of a stall (``SimulatedLoop.replan_stall``): from the measured state to
+    ``x̄ + m`` (the mismatch the plant showed), a new held configuration of the model within
+    the limits; feedback then aims at the target itself and the plant reaches it."""
+    plant = write_named("dancer", "stiff10", tmp_path)
+    loop = SimulatedLoop(config_for("dancer", "fb", "alg1", plant), seed=SEED)
+    target = reachable_targets(loop.model, loop.limits.qa_min, loop.limits.qa_max, 1, SEED)[0]
+    loop.step.retarget.enabled = False  # only the re-plan acts here
+    loop.start()
+    loop.set_target(target)
+    while loop.step.goal is not None:
+        loop.cycle()
+    loop.run(3.0)
+    x = loop.model.fk(loop.measured())
+    mismatch = loop.step.reference[-1] - x
+    assert np.linalg.norm(mismatch) > 0.02  # centimetres off after the move
+    before = loop.step.plan
+    loop.step.retarget.stalled = mismatch
+    assert loop.replan_stall()
+    record = loop.replans[-1]
+    assert record["moved"] and loop.step.plan is not before
+    assert np.allclose(loop.params.target, target)  # the live target stays the user's
+    assert np.all(loop.step.plan.qa_goal <= loop.limits.qa_max)
+    assert np.all(loop.step.plan.qa_goal >= loop.limits.qa_min)
+    errors = loop.run(20.0)
+    true = float(np.linalg.norm(target - loop.model.fk(loop.plant.q)))
+    assert true < band(loop.model) and float(np.max(errors[-250:])) < band(loop.model)
