@@ -29,7 +29,7 @@ from poise.controller.simulate import SimulatedLoop
 from poise.examples import resolve_config
 from poise.kernels import has_kernels, pack
 from poise.models import load_model
-from poise.motion.bounds import DEFAULT_FRACTION, assess
+from poise.motion.bounds import DEFAULT_FRACTION, ROBUST_FRACTION, assess
 from poise.motion.compiled_steppers import make_compiled_stepper
 from poise.motion.params import (
     LiveParams,
@@ -86,7 +86,7 @@ def test_bound_matches_simulation_settles_below_rings_above(name):
     for factor in (0.8, 1.25):
         loop = settled_loop(name)
         report = loop.params.stability
-        bound = report.gain_max_fb["gamma"]
+        bound = report.gain_max_nominal["gamma"]  # the plant is the model
         slow = report.slowest
         # the sway limits the gain here (the 2ζω of docs/controller.md, within a factor 2)
         assert 0.5 * 2 * slow.zeta * slow.omega < bound < 2 * 2 * slow.zeta * slow.omega
@@ -225,7 +225,11 @@ def test_gain_above_the_bound_is_refused_in_config_cli_api_and_gui_rule(tmp_path
     ok = check_configured_gains(load_config(conf, {"algorithm.gamma": (0.9 * bound, "x")}))
     assert ok.gamma == pytest.approx(0.9 * bound)
     auto = check_configured_gains(load_config(conf, {"algorithm.gamma": ("auto", "x")}))
-    assert auto.gamma == pytest.approx(DEFAULT_FRACTION * bound, rel=1e-3)
+    # the smaller of the stated fraction of the bound at the model and of the robust one
+    nominal = report.gain_max_nominal["gamma"]
+    assert bound <= nominal
+    assert auto.gamma == pytest.approx(min(DEFAULT_FRACTION * nominal, ROBUST_FRACTION * bound),
+                                       rel=1e-3)
     assert auto.stability.slowest is not None
     # the command line: refused before anything starts, named by the flag
     proc = subprocess.run(
@@ -248,8 +252,9 @@ def test_live_commands_follow_the_bound_auto_gains_move_with_the_target():
         assert ctl.submit(Command("target", [0.2, -0.95])).accepted
         p = ctl.params
         bound = p.stability.gain_max_fb["gamma"]
-        assert "gamma" in p.auto and p.gamma == pytest.approx(DEFAULT_FRACTION * min(
-            bound, config.loop.rate), rel=1e-6)
+        nominal = p.stability.gain_max_nominal["gamma"]
+        assert "gamma" in p.auto and p.gamma == pytest.approx(min(
+            DEFAULT_FRACTION * nominal, ROBUST_FRACTION * bound, config.loop.rate), rel=1e-6)
         refused = ctl.submit(Command("gains", {"gamma": 1.2 * bound}))
         assert not refused.accepted
         assert float(BOUND_IN_REASON.search(refused.reason).group(1)) == pytest.approx(
@@ -270,8 +275,10 @@ def test_live_commands_follow_the_bound_auto_gains_move_with_the_target():
         assert ctl.submit(Command("target", [0.15, -0.92])).accepted
         after = ctl.params
         assert after.stability.q != before.stability.q
-        assert after.gamma == pytest.approx(
-            DEFAULT_FRACTION * min(after.stability.gain_max_fb["gamma"], config.loop.rate))
+        st = after.stability
+        assert after.gamma == pytest.approx(min(
+            DEFAULT_FRACTION * st.gain_max_nominal["gamma"],
+            ROBUST_FRACTION * st.gain_max_fb["gamma"], config.loop.rate))
     finally:
         ctl.close()
 

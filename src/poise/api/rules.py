@@ -61,6 +61,10 @@ SHAPERS = ("auto", "zv", "zvd", "zvdd", "off")
 #: period instead of 1.5: the double pendulum (ζ 0.22) then reaches the demo's target within
 #: the 3 s of ``poise run --duration 3`` (:mod:`poise.motion.shaping`).
 ZETA_SHAPED = 0.15
+#: The stiffness uncertainty the automatic feedback gains' bound holds for by default
+#: (``[loop] gain_uncertainty``; :class:`poise.motion.stability.LoopLinearisation`): the
+#: plant's springs within ±20 % of the model's.
+GAIN_UNCERTAINTY = 0.2
 #: A shaper designed at one end of a move cancels its mode within about this relative error
 #: of the mode's frequency (ZVDD: ±25 %); where the slowest mode's frequency differs more
 #: between the ends, the move is chosen on the model
@@ -264,6 +268,7 @@ __all__ = [
     "COMMAND_NAMES",
     "DYNAMIXEL_PREFIX",
     "GAIN_KEYS",
+    "GAIN_UNCERTAINTY",
     "MAX_DURATION",
     "MAX_RATE",
     "MAX_REFERENCE_SAMPLES",

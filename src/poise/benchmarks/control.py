@@ -146,7 +146,11 @@ def run_case(name: str, mode: str, algorithm: str, targets: Sequence[FloatArray]
     loop.start()
     results = [_one_target(loop, i, np.asarray(x, float), eps) for i, x in enumerate(targets)]
     p = loop.params
+    retarget = loop.step.retarget
     return {"model": name, "mode": mode, "algorithm": algorithm, "band_m": eps,
+            # sampled re-targeting (fb, poise.motion.retarget): corrections made, re-plans
+            "corrections": retarget.total if retarget is not None else 0,
+            "replans": loop.replans,
             "plant_differs": loop.plant.differences,
             "rate_hz": loop.config.loop.rate,
             "gains": {"gamma": p.gamma, "gamma_z": p.gamma_z, "gamma_e": p.gamma_e},

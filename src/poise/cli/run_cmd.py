@@ -519,8 +519,18 @@ def stability_lines(params: dict[str, Any]) -> list[str]:
     gains = ", ".join(
         f"{k} {_fmt(params.get(k))}" + (" (auto)" if k in auto else "")
         + f" < {_fmt(st['gain_max_fb'].get(k))}" for k in st["gain_max_fb"])
-    lines = [f"stability         {gains} 1/s in fb (the bound; {st['fraction']:g} × it when "
-             f"auto; delay {st['delay_periods']} period(s))"]
+    u = float(st.get("uncertainty") or 0.0)
+    nominal = st.get("gain_max_nominal") or {}
+    robust = (f"the bound for springs within ±{u * 100:g} % of the model's (at the model: "
+              + ", ".join(f"{k} < {_fmt(v)}" for k, v in nominal.items()) + "); "
+              if u > 0 and nominal else "the bound; ")
+    rf = st.get("robust_fraction")
+    auto = (f"auto: the smaller of {st['fraction']:g} × the bound at the model and {rf:g} × "
+            f"the robust one, gain margins {1 / st['fraction']:.2g} and {1 / rf:.2g}"
+            if u > 0 and rf else
+            f"{st['fraction']:g} × it when auto: a gain margin of {1 / st['fraction']:.2g}")
+    lines = [f"stability         {gains} 1/s in fb ({robust}{auto}; delay "
+             f"{st['delay_periods']} period(s))"]
     slow = st.get("slowest_mode")
     if slow:
         lines.append(f"slowest mode      ω {slow['omega']:.3g} rad/s, ζ {slow['zeta']:.2g}, "

@@ -112,6 +112,7 @@ def _loop(t: TableReader) -> LoopConfig:
     return LoopConfig(
         rate=_rate(t), mode=t.get("mode"), pacing=t.get("pacing"),
         effort_feedforward=t.get("effort_feedforward"), shaper=t.get("shaper"),
+        gain_uncertainty=t.get("gain_uncertainty"),
         follow_model=t.get("follow_model"), choose_move=t.get("choose_move"),
         targets=t.get("targets"),
         live_targets=t.get("live_targets"), plan_budget=t.get("plan_budget"),

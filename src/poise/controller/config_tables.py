@@ -18,6 +18,7 @@ from poise.api.rules import (
     ALGORITHMS,
     AUTO,
     DEFAULT_LOOP_PRIORITY,
+    GAIN_UNCERTAINTY,
     MAX_DAMPING,
     MAX_RATE,
     MIN_RATE,
@@ -98,6 +99,10 @@ class LoopConfig:
                           "frequency, for a robot whose modes "
                           "change along its moves, one damped period longer than ZV); off: "
                           "unshaped (docs/controller.md)", choices=SHAPERS)
+    gain_uncertainty: float = setting(
+        GAIN_UNCERTAINTY, "number", "the automatic feedback gains follow a stability bound "
+        "that holds for a plant whose springs are within 1 ± this × the model's (0.2: "
+        "±20 %; 0: the model's alone; poise.motion.stability)", ge=0.0, le=0.9)
     follow_model: bool = setting(True, "boolean", "in fb, after a move to a target the task "
                                  "error is measured against the model's predicted response to "
                                  "the move (its sway included), not the fixed target, so "

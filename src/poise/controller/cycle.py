@@ -106,6 +106,7 @@ class Cycle:
         self.armed_at = math.inf
         self.last_frame_time = time.perf_counter()
         self._seq = 0
+        self._corrections_seen = 0  # sampled re-targeting's corrections announced
         self._target_cache: tuple[object, tuple[float, ...]] = (None, ())
 
     # ------------------------------------------------------------------ the ordinary cycle
@@ -258,6 +259,8 @@ class Cycle:
         last = self.last
         if qa_ref:
             self.step.look_ahead()
+            if self.step.retarget is not None:
+                self._retarget_events()
             following = self.step.following
             if following is not None and following.kind == "trajectory":
                 self._trajectory_progress(following)
@@ -288,6 +291,25 @@ class Cycle:
                 sink(cs)
             for sub in subs:
                 sub.put(cs)
+
+    def _retarget_events(self) -> None:
+        """Sampled re-targeting's events (:mod:`poise.motion.retarget`): an ``info`` event
+        ``static_correction`` for each correction (the mismatch, the actuator step, whether a
+        limit bounded it), and ``stalled_at_limit`` when the limits keep a correction from
+        the target (the mismatch, and ``aim``: where a re-plan from the measured state should
+        send the model, the target plus the mismatch; the service does not re-plan by itself
+        yet, :meth:`poise.controller.simulate.SimulatedLoop.replan_stall` does)."""
+        r = self.step.retarget
+        assert r is not None
+        if r.total != self._corrections_seen:
+            self._corrections_seen = r.total
+            if r.corrections:
+                self.hub.announce("info", code="static_correction", **r.corrections[-1].as_dict())
+        if r.stalled is not None and r.plan is not None:
+            mismatch, r.stalled = r.stalled, None
+            self.hub.announce("info", code="stalled_at_limit", reason=r.ended,
+                              mismatch=mismatch.tolist(),
+                              aim=(np.asarray(r.plan.target) + mismatch).tolist())
 
     def _trajectory_progress(self, following: Following) -> None:
         """A trajectory's ``trajectory`` events: its progress at every tenth of its duration,

@@ -46,7 +46,8 @@ def check_configured_gains(cfg: Config, model: Any = None,
     p = LiveParams.from_config(cfg, target)
     try:
         plan = plan_target(model, target, [rest], a.tolerance, period=1.0 / cfg.loop.rate,
-                           effort_feedforward=cfg.loop.effort_feedforward, params=p)
+                           effort_feedforward=cfg.loop.effort_feedforward, params=p,
+                           uncertainty=cfg.loop.gain_uncertainty)
     except UnstableTarget as exc:
         raise ConfigError(f"{_where(cfg, 'algorithm.target', origins)} = "
                           f"{target.tolist()}: {exc}") from None

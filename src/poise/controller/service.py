@@ -129,7 +129,8 @@ class Controller(ControllerFace):
         #: The cycle's computation (pure; see poise.motion.step).
         self.step = ControlStep(self.model, self.limits, self.period,
                                 effort_feedforward=config.loop.effort_feedforward,
-                                shaper=config.loop.shaper)
+                                shaper=config.loop.shaper,
+                                tolerance=config.algorithm.tolerance)
         #: Streams and trajectories run on the wall clock (the device sets the loop's pace).
         self.step.clock = time.monotonic
         self._kernels_ready = False

@@ -19,6 +19,7 @@ studies use it; the real-time service adds the device, pacing, states and teleme
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -72,7 +73,8 @@ class SimulatedLoop:
         # the command written after a sample acts from that sample on: no delay
         self.step = ControlStep(m, self.limits, self.period,
                                 effort_feedforward=config.loop.effort_feedforward,
-                                stepper_factory=factory, delay=0, shaper=config.loop.shaper)
+                                stepper_factory=factory, delay=0, shaper=config.loop.shaper,
+                                tolerance=config.algorithm.tolerance)
         #: Plans each target as the service does (no delay, as the step).
         self.planner = MotionPlanner(m, self.limits, MotionOptions.from_config(config, delay=0),
                                      factory)
@@ -84,6 +86,9 @@ class SimulatedLoop:
         self.source_origin = 0.0
         self._mapped_at = 0.0  # when the stream's filter limits were last refreshed [s]
         self.last: StepOutput | None = None
+        #: Re-plans made when feedback stalled at an actuator limit (:meth:`replan_stall`),
+        #: each ``{"t": loop time [s], "target", "aim", "reachable", "moved"}``.
+        self.replans: list[dict[str, Any]] = []
         self.device.disarm()
 
     def measured(self) -> FloatArray:
@@ -169,7 +174,47 @@ class SimulatedLoop:
         self.step.look_ahead()  # as the service does after each write
         self.time += self.period
         self.last = out
+        retarget = self.step.retarget
+        if retarget is not None and retarget.stalled is not None:
+            self.replan_stall()
         return out
+
+    def replan_stall(self) -> bool:
+        """Feedback stalled with an actuator at its limit (:attr:`~poise.motion.retarget.
+        Retargeting.stalled`: the bounded correction cannot remove the mismatch ``m̂``):
+        re-plan from the measured state to where the model must go for the plant to reach
+        the target, ``x̄ + m̂``: the planner's starts (q̄, the measured q, the rest pose,
+        more where none reaches it) find another member of the held family that reaches it
+        within the limits, and the loop moves there; feedback then aims at the target
+        itself. Once per target; returns whether a new plan was adopted (the record in
+        :attr:`replans` either way)."""
+        step = self.step
+        r, plan, stepper = step.retarget, step.plan, step.stepper
+        assert r is not None and r.stalled is not None
+        mismatch, r.stalled = r.stalled, None
+        if plan is None or stepper is None or any(
+                np.array_equal(plan.target, e["aim"]) for e in self.replans[-1:]):
+            return False
+        target = np.asarray(self.params.target, dtype=float)
+        aim = np.asarray(plan.target, dtype=float) + mismatch
+        record: dict[str, Any] = {"t": self.time, "target": target.tolist(),
+                                  "aim": aim.tolist(), "reachable": False, "moved": False}
+        self.replans.append(record)
+        state = step.motion_state(self.params, self.measured(), stepper.q_bar)
+        try:  # the goal first (milliseconds); the move, chosen on the model, only if it holds
+            new = self.planner.target_plan(aim, state)
+            record["reachable"] = bool(new.reachable)
+            if not new.reachable or new.qa_goal is None:
+                return False
+            move = self.planner.move(new, state)
+        except ValueError:  # UnstableTarget, or a gain refused at the new goal
+            return False
+        new = move.plan
+        record["moved"] = True
+        record["aim"] = np.asarray(new.target, dtype=float).tolist()
+        step.adopt(new)
+        self.params = replace(move.params, target=target)
+        return True
 
     def run(self, seconds: float) -> FloatArray:
         """Cycles for ``seconds`` of simulated time; the measured task error of each."""

@@ -17,11 +17,18 @@ from typing import Any
 
 from poise.motion.stability import ALGORITHM_GAINS, IKGains, LoopLinearisation, Mode
 
-#: Default gains are this fraction of the feedback loop's stability bound (capped at the loop
-#: rate): a gain margin of 3.3, and near the fastest decay of the loop around a lightly damped
+#: Default gains are this fraction of the feedback loop's (robust) stability bound (capped at the
+#: loop rate): a gain margin of 3.3, and near the fastest decay of the loop around a lightly damped
 #: mode (for the soft arms and the dancer the slowest closed-loop pole decays fastest at
 #: 0.3–0.4 × the bound; closer to the bound the mode's own damping is used up).
 DEFAULT_FRACTION = 0.3
+#: ... and at most this fraction of the robust bound (the plant's springs within ``1 ±
+#: uncertainty`` × the model's, :meth:`~poise.motion.stability.LoopLinearisation.bound`): a
+#: gain margin of 1.7 over that whole family, 3.3 at the model. The robust bound is the lower
+#: one (the dancer's 0.29 against 0.42 /s at the model, springs −20 %), and this keeps the
+#: model's own gains where its margin already covers the family (the dancer's and the soft
+#: arms' automatic gains stay 0.3 × the model's bound).
+ROBUST_FRACTION = 0.6
 #: Automatic gains are also at most this [1/s]: the linearisation does not model the
 #: actuators' effort limits. The double pendulum's servo saturates on any move; with the
 #: anti-windup on the device's SATURATED bit (:meth:`ControlStep._anti_windup`) it settles at
@@ -41,12 +48,18 @@ class StabilityReport:
             other gains as they are): stable below it; ``inf``: stable up to the scan's top
             (:data:`SCAN_TOP` × the rate), so only the rules' ``(0, rate]`` applies.
         gain_max_fb: the same in feedback (what defaults and a switch to ``fb`` use).
-        defaults: the automatic gains: :data:`DEFAULT_FRACTION` × min(feedback bound, rate).
+        defaults: the automatic gains: the smallest of :data:`DEFAULT_FRACTION` × the
+            feedback bound at the model, :data:`ROBUST_FRACTION` × the robust one,
+            :data:`AUTO_MAX` and the rate.
         slowest: the slowest structural mode (None: the robot has none).
         modes: the structural modes, slowest first.
         period: the loop period [s]; ``delay``: the sensor-to-setpoint delay [periods].
         radius: spectral radius of the closed loop at the live gains (< 1: stable).
         q: the held configuration linearised at (n,).
+        fraction: the automatic gains' fraction of the bound.
+        uncertainty: the feedback bound holds for the plant's springs within ``1 ±`` this ×
+            the model's (:class:`~poise.motion.stability.LoopLinearisation`).
+        gain_max_nominal: the feedback bound at the model's own springs (≥ ``gain_max_fb``).
         loop: the linearisation (to recompute after a command; not serialised).
     """
 
@@ -62,6 +75,9 @@ class StabilityReport:
     radius: float
     q: tuple[float, ...] = ()
     fraction: float = DEFAULT_FRACTION
+    uncertainty: float = 0.0
+    robust_fraction: float = ROBUST_FRACTION
+    gain_max_nominal: dict[str, float] = field(default_factory=dict)
     loop: LoopLinearisation | None = field(default=None, compare=False, repr=False)
 
     def limit(self, key: str, mode: str | None = None) -> float:
@@ -76,10 +92,16 @@ class StabilityReport:
         slow = self.slowest
         around = (f" around the slowest structural mode (ω = {slow.omega:.3g} rad/s, "
                   f"ζ = {slow.zeta:.2g})" if slow is not None else "")
+        robust = (f" for springs within ±{self.uncertainty * 100:g} % of the model's"
+                  if self.uncertainty > 0 and mode == "fb" else "")
+        auto = (f"the smaller of {self.fraction:g} × the bound at the model and "
+                f"{self.robust_fraction:g} × this one (gain margins "
+                f"{1 / self.fraction:.2g} and {1 / self.robust_fraction:.2g})"
+                if self.uncertainty > 0 else
+                f"{self.fraction:g} × the bound (a gain margin of {1 / self.fraction:.2g})")
         return (f"above it the {self.algorithm} {mode} loop at the current target is "
-                f"unstable{around} at {1 / self.period:g} Hz with a delay of {self.delay} "
-                f"period{'s' if self.delay != 1 else ''}; 'auto' sets "
-                f"{self.fraction:g} × the bound")
+                f"unstable{around}{robust} at {1 / self.period:g} Hz with a delay of "
+                f"{self.delay} period{'s' if self.delay != 1 else ''}; 'auto' sets {auto}")
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready (``inf`` → None)."""
@@ -89,6 +111,8 @@ class StabilityReport:
         return {"algorithm": self.algorithm, "mode": self.mode,
                 "gain_max": clean(self.gain_max), "gain_max_fb": clean(self.gain_max_fb),
                 "defaults": clean(self.defaults), "fraction": self.fraction,
+                "uncertainty": self.uncertainty, "robust_fraction": self.robust_fraction,
+                "gain_max_nominal": clean(self.gain_max_nominal),
                 "slowest_mode": None if self.slowest is None else self.slowest.as_dict(),
                 "modes": [mo.as_dict() for mo in self.modes],
                 "period_s": self.period, "delay_periods": self.delay,
@@ -109,7 +133,10 @@ class StabilityReport:
                    tuple(mode(x) for x in d.get("modes", ())), float(d["period_s"]),
                    int(d["delay_periods"]), float(d["spectral_radius"]),
                    tuple(float(x) for x in d.get("q", ())),
-                   float(d.get("fraction", DEFAULT_FRACTION)))
+                   float(d.get("fraction", DEFAULT_FRACTION)),
+                   float(d.get("uncertainty", 0.0)),
+                   float(d.get("robust_fraction", ROBUST_FRACTION)),
+                   back(d.get("gain_max_nominal", {})))
 
 
 def assess(loop: LoopLinearisation, g: IKGains, auto: Iterable[str] = ()
@@ -130,7 +157,8 @@ def assess(loop: LoopLinearisation, g: IKGains, auto: Iterable[str] = ()
     fb = replace(g, mode="fb")
     defaults: dict[str, float] = {}
     for key in keys:
-        defaults[key] = min(DEFAULT_FRACTION * loop.bound(key, fb), AUTO_MAX, rate)
+        defaults[key] = min(DEFAULT_FRACTION * loop.nominal_bound(key, fb),
+                            ROBUST_FRACTION * loop.bound(key, fb), AUTO_MAX, rate)
         if key in auto:
             fb = fb.with_gain(key, defaults[key])
     live = replace(fb, mode=g.mode)
@@ -140,7 +168,8 @@ def assess(loop: LoopLinearisation, g: IKGains, auto: Iterable[str] = ()
     report = StabilityReport(
         g.algorithm, g.mode, gain_max, gain_max_fb, defaults, slow[0] if slow else None,
         tuple(slow), loop.period, loop.delay, loop.spectral_radius(live),
-        tuple(float(x) for x in loop.q_star), DEFAULT_FRACTION, loop)
+        tuple(float(x) for x in loop.q_star), DEFAULT_FRACTION, loop.uncertainty,
+        ROBUST_FRACTION, {key: loop.nominal_bound(key, fb) for key in keys}, loop)
     return live, report
 
 
@@ -153,4 +182,4 @@ def warm(loop: LoopLinearisation, g: IKGains, auto: Iterable[str] = ()) -> None:
         assess(loop, replace(g, mode=mode), auto)
 
 
-__all__ = ["AUTO_MAX", "DEFAULT_FRACTION", "StabilityReport", "assess", "warm"]
+__all__ = ["AUTO_MAX", "DEFAULT_FRACTION", "ROBUST_FRACTION", "StabilityReport", "assess", "warm"]

@@ -140,7 +140,7 @@ class MotionPlanner:
         return plan_target(self.model, np.asarray(target, dtype=float), state.starts,
                            o.tolerance, period=o.period, delay=o.delay,
                            effort_feedforward=o.effort_feedforward, params=state.params,
-                           shaper=o.shaper)
+                           shaper=o.shaper, uncertainty=o.gain_uncertainty)
 
     def quick_plan(self, target: FloatArray, state: MotionState) -> TargetPlan | None:
         """The plan of ``target`` from one solve from ``state.q_bar``, with the loop
@@ -157,7 +157,8 @@ class MotionPlanner:
                             o.tolerance, period=o.period, delay=o.delay,
                             effort_feedforward=o.effort_feedforward, shaper=o.shaper,
                             qa_min=None if lim is None else lim.qa_min,
-                            qa_max=None if lim is None else lim.qa_max)
+                            qa_max=None if lim is None else lim.qa_max,
+                            uncertainty=o.gain_uncertainty)
 
     def refine(self, plan: TargetPlan, state: MotionState) -> Move:
         """What a quick plan (:meth:`quick_plan`) adopted at once still lacks, computed

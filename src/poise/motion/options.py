@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from poise.api.rules import GAIN_UNCERTAINTY
+
 
 class LoopSettings(Protocol):
     """The ``[loop]`` settings plans and live parameters read (read-only)."""
@@ -92,6 +94,8 @@ class MotionOptions:
             (:func:`~poise.motion.reference.choose_move`).
         follow_model: in feedback, follow the model's predicted response after a move.
         compiled: the predictions run on the compiled kernels where the model has them.
+        gain_uncertainty: the feedback bound holds for the plant's springs within ``1 ±``
+            this × the model's (``[loop] gain_uncertainty``).
     """
 
     period: float
@@ -102,6 +106,7 @@ class MotionOptions:
     choose_move: bool = True
     follow_model: bool = True
     compiled: bool = True
+    gain_uncertainty: float = GAIN_UNCERTAINTY
 
     @classmethod
     def from_config(cls, config: RunSettings, *, delay: int = 1) -> MotionOptions:
@@ -109,7 +114,8 @@ class MotionOptions:
         loop = config.loop
         return cls(1.0 / loop.rate, config.algorithm.tolerance, delay,
                    loop.effort_feedforward, loop.shaper, loop.choose_move,
-                   loop.follow_model, loop.compiled)
+                   loop.follow_model, loop.compiled,
+                   float(getattr(loop, "gain_uncertainty", GAIN_UNCERTAINTY)))
 
     @classmethod
     def of(cls, options: MotionOptions | RunSettings) -> MotionOptions:

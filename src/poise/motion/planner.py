@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from poise.api.rules import GAIN_UNCERTAINTY
 from poise.ik.held import HeldOptions, algorithm1, algorithm2
 from poise.ik.held_common import held_jacobian
 from poise.ik.result import IKResult
@@ -150,7 +151,7 @@ def _solve(model: MechanicalModel, target: FloatArray, q0: FloatArray,
 def plan_target(model: MechanicalModel, target: FloatArray, starts: Sequence[FloatArray],
                 tol: float, *, period: float | None = None, delay: int = 1,
                 effort_feedforward: bool = True, params: Any = None,
-                shaper: str = "auto") -> TargetPlan:
+                shaper: str = "auto", uncertainty: float = GAIN_UNCERTAINTY) -> TargetPlan:
     """The held configuration to go to for ``target`` (see the module docstring).
 
     Args:
@@ -169,6 +170,9 @@ def plan_target(model: MechanicalModel, target: FloatArray, starts: Sequence[Flo
             adopting the plan and switching mode later cost microseconds.
         shaper: the kind of input shaper of the move (``[loop] shaper``,
             :func:`~poise.motion.shaping.shaper_for`).
+        uncertainty: the feedback bound holds for springs within ``1 ±`` this × the
+            model's (``[loop] gain_uncertainty``, :class:`~poise.motion.stability.
+            LoopLinearisation`).
 
     Raises:
         UnstableTarget: the only held configuration found that reaches ``target`` is unstable.
@@ -178,13 +182,15 @@ def plan_target(model: MechanicalModel, target: FloatArray, starts: Sequence[Flo
         return plan
     here = next((np.asarray(q, dtype=float) for q in starts if q is not None),
                 np.zeros(model.n))
-    return _linearised(model, plan, here, period, delay, effort_feedforward, params, shaper)
+    return _linearised(model, plan, here, period, delay, effort_feedforward, params, shaper,
+                       uncertainty)
 
 
 def quick_target(model: MechanicalModel, target: FloatArray, q_bar: FloatArray, tol: float,
                  *, period: float, delay: int = 1, effort_feedforward: bool = True,
                  shaper: str = "auto", qa_min: FloatArray | None = None,
-                 qa_max: FloatArray | None = None) -> TargetPlan | None:
+                 qa_max: FloatArray | None = None, uncertainty: float = GAIN_UNCERTAINTY
+                 ) -> TargetPlan | None:
     """The plan of ``target`` from one Algorithm-1 solve from ``q̄`` and, where that does not
     settle it, one from the rest pose (at most :data:`QUICK_MAX_ITER` iterations each, the
     compiled solve where the model has it), made in milliseconds so that a target can be
@@ -200,7 +206,7 @@ def quick_target(model: MechanicalModel, target: FloatArray, q_bar: FloatArray, 
     that one solve never settles, keep the full plan's answers.
 
     Args:
-        model, target, tol, period, delay, effort_feedforward, shaper: as
+        model, target, tol, period, delay, effort_feedforward, shaper, uncertainty: as
             :func:`plan_target`'s.
         q_bar: the IK's predicted configuration q̄ now (n,).
         qa_min, qa_max: the actuator limits the goal must lie in (m,) [actuator units]
@@ -223,7 +229,8 @@ def quick_target(model: MechanicalModel, target: FloatArray, q_bar: FloatArray, 
         else:
             return None
         plan = _plan(model, target, r, True)
-    return _linearised(model, plan, here, period, delay, effort_feedforward, None, shaper)
+    return _linearised(model, plan, here, period, delay, effort_feedforward, None, shaper,
+                       uncertainty)
 
 
 _REST: weakref.WeakKeyDictionary[MechanicalModel, FloatArray] = weakref.WeakKeyDictionary()
@@ -240,14 +247,14 @@ def rest_pose(model: MechanicalModel) -> FloatArray:
 
 
 def _linearised(model: MechanicalModel, plan: TargetPlan, here: FloatArray, period: float,
-                delay: int, effort_feedforward: bool, params: Any, shaper: str
-                ) -> TargetPlan:
+                delay: int, effort_feedforward: bool, params: Any, shaper: str,
+                uncertainty: float = GAIN_UNCERTAINTY) -> TargetPlan:
     """``plan`` with the loop linearised at its goal (at ``here``, the current q̄, without
     one), the bounds of ``params``' algorithm computed ahead when given, and the shapers of
     the move's end and start (the structural modes at the goal and at ``here``)."""
     at = plan.q_goal if plan.q_goal is not None else here
     loop = LoopLinearisation(model, at, period, delay=delay,
-                             effort_feedforward=effort_feedforward)
+                             effort_feedforward=effort_feedforward, uncertainty=uncertainty)
     if params is not None:
         warm(loop, IKGains.of(params), getattr(params, "auto", ()))
     return replace(plan, loop=loop, shaper=shaper_for(loop.structural_modes(), shaper),

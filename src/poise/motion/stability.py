@@ -55,6 +55,7 @@ from typing import Any
 
 import numpy as np
 
+from poise.api.rules import GAIN_UNCERTAINTY
 from poise.ik.held import algorithm1_step, algorithm2_rates, damped_pinv, held_jacobian
 from poise.ik.statics import StaticsSolution
 from poise.models.actuation import ActuationBlocks, blocks
@@ -151,15 +152,27 @@ class LoopLinearisation:
         actuators: the actuators' PD gains (default: the devices' defaults,
             :func:`poise.sim.actuators.default_gains` at the simulator's rate).
         effort_feedforward: the setpoint carries ``τ_ff = G_a(q̄)``.
+        uncertainty: the feedback bound (:meth:`bound` in ``fb``) holds for a plant whose
+            springs are within ``1 ± uncertainty`` × the model's (its stiffness matrix
+            ``∂G/∂q ± uncertainty · diag(k)``, gravity as modelled): the smallest of the
+            bounds at the model and at both ends; 0: the model's alone.
+        stiffness_scale: the plant linearised with its springs × this (a variant of the
+            robust bound; the controller's own matrices stay the model's).
     """
 
     def __init__(self, model: MechanicalModel, q_star: FloatArray, period: float, *,
                  delay: int = 0, actuators: ActuatorGains | None = None,
-                 effort_feedforward: bool = True) -> None:
+                 effort_feedforward: bool = True, uncertainty: float = GAIN_UNCERTAINTY,
+                 stiffness_scale: float = 1.0) -> None:
         if not period > 0 or not math.isfinite(period):
             raise ValueError(f"period = {period}: must be > 0 s")
         if delay < 0:
             raise ValueError(f"delay = {delay}: must be >= 0 periods")
+        if not 0.0 <= uncertainty < 1.0:
+            raise ValueError(f"uncertainty = {uncertainty}: must be in [0, 1)")
+        self.uncertainty = float(uncertainty)
+        self.stiffness_scale = float(stiffness_scale)
+        self._variants: list[LoopLinearisation] | None = None
         self.model = model
         self.q_star = np.array(q_star, dtype=float)
         self.period = float(period)
@@ -171,7 +184,7 @@ class LoopLinearisation:
         self.actuators = gains
         self.b: ActuationBlocks = blocks(model, self.q_star)
         self._C, self._C_inv = np.asarray(model.C, float), np.asarray(model.C_inv, float)
-        F, B = plant_matrices(model, self.q_star, gains)
+        F, B = plant_matrices(model, self.q_star, gains, stiffness_scale)
         self.F, self.B = F, B
         aug = np.zeros((2 * n + 2 * m, 2 * n + 2 * m))
         aug[: 2 * n, : 2 * n], aug[: 2 * n, 2 * n:] = F, B
@@ -287,10 +300,41 @@ class LoopLinearisation:
         """Every non-neutral eigenvalue strictly inside the unit circle."""
         return self.spectral_radius(g) < 1.0
 
+    def variants(self) -> list[LoopLinearisation]:
+        """The loop with the plant's springs at ``1 ∓ uncertainty`` × the model's (made
+        once; none without an uncertainty or on a robot without springs)."""
+        if self._variants is None:
+            u = self.uncertainty
+            springs = np.asarray(getattr(self.model, "stiffness", np.zeros(0)), dtype=float)
+            self._variants = [] if u == 0 or not np.any(springs) else [
+                LoopLinearisation(self.model, self.q_star, self.period, delay=self.delay,
+                                  actuators=self.actuators,
+                                  effort_feedforward=self.effort_feedforward,
+                                  uncertainty=0.0, stiffness_scale=scale)
+                for scale in (1.0 - u, 1.0 + u)]
+        return self._variants
+
     def bound(self, key: str, g: IKGains) -> float:
+        """The robust bound: :meth:`nominal_bound` in ``ff`` (the loop does not close
+        around the plant); in ``fb`` the smallest of it at the model and at the plant's
+        springs ``1 ± uncertainty`` × the model's (:meth:`variants`). A variant that is
+        unstable at every gain does not count: that plant cannot hold the configuration at
+        all (the dancer crouched over its pointe with its spring −20 %), so no gain is safer
+        there than another."""
+        bound = self.nominal_bound(key, g)
+        if g.mode != "fb":
+            return bound
+        for variant in self.variants():
+            other = variant.nominal_bound(key, g)
+            if other > 0:
+                bound = min(bound, other)
+        return bound
+
+    def nominal_bound(self, key: str, g: IKGains) -> float:
         """The largest value of gain ``key`` [1/s] below which the loop is stable for every
-        value (the other gains as in ``g``); ``inf`` if every gain up to :data:`SCAN_TOP` ×
-        the loop rate is stable; 0 if even :data:`GAIN_FLOOR` is not.
+        value (the other gains as in ``g``), at this linearisation's plant; ``inf`` if every
+        gain up to :data:`SCAN_TOP` × the loop rate is stable; 0 if even :data:`GAIN_FLOOR`
+        is not.
 
         The stable set need not be an interval (``soft_arm_soft`` at some targets is
         unstable for Γ in [3.1, 8.5] 1/s and stable again up to 139 1/s), so the spectral
@@ -351,16 +395,21 @@ def _golden_max(f: Any, a: float, b: float, steps: int = 14) -> tuple[float, flo
     return (c, fc) if fc >= fd else (d, fd)
 
 
-def plant_matrices(model: MechanicalModel, q: FloatArray, gains: ActuatorGains
-                   ) -> tuple[FloatArray, FloatArray]:
+def plant_matrices(model: MechanicalModel, q: FloatArray, gains: ActuatorGains,
+                   stiffness_scale: float = 1.0) -> tuple[FloatArray, FloatArray]:
     """``(F, B)`` of the plant linearised at rest at ``q`` with the actuators' PD loop
     closed: ``ż = F z + B u``, ``z = (δq, δq̇)``, ``u = (δq̄a, δτ_ff)``::
 
         M δq̈ = −(K + Aᵀ K_P A) δq − (D + Aᵀ K_D A) δq̇ + Aᵀ K_P δq̄a + Aᵀ δτ_ff
+
+    ``stiffness_scale``: the springs × this, ``K = ∂G/∂q + (s − 1) diag(k)``.
     """
     n, m = model.n, model.m
     M = np.asarray(model.mass_matrix(q), dtype=float)
     K = np.asarray(model.dG(q), dtype=float)
+    if stiffness_scale != 1.0:
+        springs = np.asarray(getattr(model, "stiffness", np.zeros(n)), dtype=float)
+        K = K + (stiffness_scale - 1.0) * np.diag(np.broadcast_to(springs, (n,)))
     D = np.diag(np.asarray(model.damping, dtype=float))
     A = np.asarray(model.C, dtype=float)[:m]
     Kp, Kd = np.diag(gains.kp), np.diag(gains.kd)
@@ -438,6 +487,6 @@ def delay_periods(latency: float, period: float) -> int:
     return max(1, math.ceil(latency / period - 1e-9))
 
 
-__all__ = ["ALGORITHM_GAINS", "IKGains", "LoopLinearisation", "Mode", "delay_periods",
-           "plant_matrices", "structural_modes"]
+__all__ = ["ALGORITHM_GAINS", "GAIN_UNCERTAINTY", "IKGains", "LoopLinearisation", "Mode",
+           "delay_periods", "plant_matrices", "structural_modes"]
 

@@ -28,7 +28,8 @@ from poise.models.base import FloatArray, MechanicalModel
 from poise.motion.motion_planner import MotionPlanner, MotionState
 from poise.motion.options import MotionOptions
 from poise.motion.params import LiveParams
-from poise.motion.planner import TargetPlan, approach_move
+from poise.motion.planner import TargetPlan, approach_move, approach_speed
+from poise.motion.retarget import Retargeting
 from poise.motion.safety import SafetyLimits, all_finite, limit_setpoint
 from poise.motion.shaping import ShapedMove
 from poise.motion.stepper import Stepper, make_stepper
@@ -130,12 +131,16 @@ class ControlStep:
             fraction of a period after the sample it answers).
         shaper: the input shaper of the moves to a target (``[loop] shaper``,
             :func:`~poise.motion.shaping.shaper_for`).
+        tolerance: the IK tolerance [task units]; given, feedback removes a static error by
+            sampled re-targeting after each move (:mod:`poise.motion.retarget`); None: the
+            rate gain alone.
     """
 
     def __init__(self, model: MechanicalModel, limits: SafetyLimits, period: float, *,
                  effort_feedforward: bool = True,
                  stepper_factory: Callable[[str, MechanicalModel], Stepper] = make_stepper,
-                 delay: int = 1, shaper: str = "auto") -> None:
+                 delay: int = 1, shaper: str = "auto", tolerance: float | None = None
+                 ) -> None:
         self.model = model
         self.limits = limits
         self.period = period
@@ -161,6 +166,7 @@ class ControlStep:
         self._limit_cache: tuple[SafetyLimits, float, tuple[FloatArray, ...]] | None = None
         #: Cycles in which the anti-windup held an actuator's setpoint.
         self.windup_holds = 0
+        self._holds_seen = 0  # windup_holds at the last re-targeting cycle
         self._wired: tuple[FloatArray, FloatArray] = (np.zeros(0), np.zeros(0))  # h(q), x used
         #: The model's predicted response to the current plan's move, which feedback follows
         #: after it (:meth:`follow`), rows [task units] from the move's first cycle; None: none.
@@ -176,9 +182,16 @@ class ControlStep:
         #: and the cycles counted since the step was made (its time base).
         self.following: Following | None = None
         self._cycles = 0
+        #: Whether the live parameters aim at the current plan's target (then the IK
+        #: follows its reference, which sampled re-targeting measures against), per
+        #: parameter set: ``(p, plan, same)``.
+        self._aims_plan: tuple[LiveParams | None, TargetPlan | None, bool] = (None, None, False)
         #: The wall clock [s] a followed reference is read on (a real-time loop sets
         #: ``time.monotonic``); None: its time is cycles × Δt (simulated time).
         self.clock: Callable[[], float] | None = None
+        #: Sampled re-targeting in feedback (:mod:`poise.motion.retarget`); None: off.
+        self.retarget: Retargeting | None = None if tolerance is None else Retargeting(
+            model, period, tolerance)
 
     def make_plan(self, target: FloatArray, q_measured: FloatArray | None,
                   tol: float, params: LiveParams | None = None) -> TargetPlan:
@@ -216,6 +229,15 @@ class ControlStep:
         self._aiming = None
         if plan.reference is not None:
             self.follow(plan, plan.reference)
+        self._begin_retarget()
+
+    def _begin_retarget(self) -> None:
+        """Sampled re-targeting starts afresh for the current plan (active where it has a
+        reference to measure the mismatch against)."""
+        r = self.retarget
+        if r is not None:
+            r.begin(self.plan, self.reference is not None
+                    and self._reference_plan is self.plan)
 
     def follow(self, plan: TargetPlan, reference: FloatArray) -> bool:
         """Make feedback follow ``reference`` after ``plan``'s move: the model's predicted
@@ -232,6 +254,9 @@ class ControlStep:
             raise ValueError(f"reference of shape {rows.shape}: must be (rows, "
                              f"{self.model.task_dim})")
         self.reference, self._reference_plan = rows, plan
+        if self.retarget is not None and self.retarget.plan is plan and \
+                self.retarget.ended == "off":
+            self._begin_retarget()
         return True
 
     def follow_source(self, following: Following) -> None:
@@ -368,6 +393,54 @@ class ControlStep:
             return ahead[2]
         return move.at(self._move_time)
 
+    def _aims_at_plan(self, p: LiveParams) -> bool:
+        """Whether ``p`` aims at the current plan's target (cached per ``p`` and plan)."""
+        cached = self._aims_plan
+        if cached[0] is not p or cached[1] is not self.plan:
+            plan = self.plan
+            same = plan is not None and bool(np.array_equal(p.target, plan.target))
+            cached = self._aims_plan = (p, plan, same)
+        return cached[2]
+
+    def _retarget_cycle(self, p: LiveParams, x_meas: FloatArray, fb: bool,
+                        saturated: bool) -> None:
+        """Sampled re-targeting after this cycle (:mod:`poise.motion.retarget`): in
+        feedback, once the move has arrived, the mismatch between the model's predicted
+        response and the measured task value is averaged over a window; a full window may
+        start a correction move (the IK paused while it runs, as during any move)."""
+        r = self.retarget
+        if r is None or not fb or not r.watching or r.plan is not self.plan:
+            return
+        rows = self.reference
+        if self.goal is not None or self.following is not None or rows is None \
+                or not self._aims_at_plan(p):
+            r.reset_window()
+            return
+        stepper = self.stepper
+        assert stepper is not None
+        i = min(self._move_cycle, rows.shape[0] - 1)
+        lim = self.limits
+        held = self.windup_holds != self._holds_seen
+        self._holds_seen = self.windup_holds
+        r.watch_stall(rows[i], x_meas, stepper.qa, lim.qa_min, lim.qa_max, held or saturated)
+        if saturated or not r.active:
+            r.reset_window()
+            return
+        r.rate_gain = p.gamma_z if p.algorithm == "alg2" else p.gamma
+        if not r.observe(rows[i], x_meas, stepper.qa, self.windup_holds):
+            return
+        lim, plan = self.limits, self.plan
+        goal = r.correction(stepper.q_bar, stepper.qa, self._move_cycle * self.period,
+                            lim.qa_min, lim.qa_max)
+        if goal is None:
+            return
+        assert plan is not None
+        speed = plan.speed * approach_speed(lim.qa_min, lim.qa_max, lim.qa_rate)
+        self.move = r.move(stepper.qa, goal, speed)
+        self.goal = self._move_goal = self.move.goal
+        self._move_time = 0.0
+        self._ahead = None
+
     def look_ahead(self) -> None:
         """Make the next cycle's setpoint of the approach move now, after this cycle's
         setpoint went out. The shaped move depends on time alone, so the next cycle finds it
@@ -405,7 +478,7 @@ class ControlStep:
         call (:meth:`poise.motion.compiled_steppers.CompiledStepper.cycle`); returns
         ``(h(q), x used)``."""
         move_qa = self._begin(stepper)
-        p = self._aimed(p, fb, move_qa is not None)
+        p_live, p = p, self._aimed(p, fb, move_qa is not None)
         x_meas, x_used, status = stepper.cycle(p, q, fb, move_qa, fb and move_qa is None,
                                                bool(saturated), self._limit_arrays(),
                                                self.period)
@@ -413,6 +486,7 @@ class ControlStep:
             raise StepFault(f"non-finite IK output ({p.algorithm})")
         if status & stepper.HELD:
             self.windup_holds += 1
+        self._retarget_cycle(p_live, x_meas, fb, saturated)
         return x_meas, x_used
 
     def wire_cycle(self, p: LiveParams, buffers: WireBuffers, data: bytes) -> int:
@@ -431,7 +505,7 @@ class ControlStep:
                     self._cycles)
         try:
             move_qa = self._begin(stepper)
-            p = self._aimed(p, fb, move_qa is not None)
+            p_live, p = p, self._aimed(p, fb, move_qa is not None)
             outcome, x_meas, x_used, g_status = stepper.wire(
                 p, fb, move_qa, fb and move_qa is None, self._limit_arrays(), self.period,
                 buffers, data)
@@ -445,6 +519,7 @@ class ControlStep:
             return outcome
         if g_status & stepper.HELD:
             self.windup_holds += 1
+        self._retarget_cycle(p_live, x_meas, fb, False)
         self._wired = (x_meas, x_used)
         return outcome
 
@@ -493,6 +568,7 @@ class ControlStep:
                                        x_meas if fb else None, period)
             stepper.commit(self._safe_setpoint(stepper, proposed, q, fb, saturated,
                                                p.algorithm, move_qa))
+            self._retarget_cycle(p, x_meas, fb, saturated)
             tau = stepper.tau if self.effort_feedforward else None
             finite = all_finite(stepper.qa, tau, stepper.q_bar)
         if not finite:

@@ -1,0 +1,368 @@
+"""Removing a static error in feedback faster than the rate gain: sampled re-targeting.
+
+In feedback the IK integrates the measured task error, ``q̄a += Δt Γ U e`` (:mod:`poise.
+motion.step`), and Γ must stay below the loop's stability bound around the slowest lightly
+damped mode (:mod:`poise.motion.stability`): for the dancer Γ ≈ 0.15 /s, so a static error
+left by a plant that differs from the model (springs 10 % stiffer) decays with a time constant
+of seconds to tens of seconds. The bound is about a *continuous* integrator acting while the
+structure sways; nothing limits a correction made once the structure has stopped swaying.
+
+So, after the shaped move to a target has arrived (the shaper cancels the modes, so the arm
+arrives nearly still), :class:`Retargeting` measures the *model mismatch*
+
+    m = x_pred − h(q)
+
+(``x_pred`` is the model's predicted response to the same move, the reference feedback
+follows, :mod:`poise.motion.reference`; past its end its last row) averaged over one damped
+period ``T_d`` of the slowest structural mode, which cancels what is left of the sway and
+averages the sensor noise, and, when it exceeds :data:`THRESHOLD` × the tolerance, aims
+the next shaped move at where the model says the arm must go to make up for it:
+
+    Δqa = argmin ‖J Δqa − m̂‖² + μ‖Δqa‖²   s.t.   qa_min ≤ qa + Δqa ≤ qa_max
+
+with ``J = Ja − Ju Huu⁻¹ Hua`` the held Jacobian of the model at q̄ (the IK's own), a
+bounded least-squares problem, so that on a redundant arm an actuator at its limit leaves the
+correction to the others (motion in the null space of the task away from the limit). The
+correction move is a straight line at the plan's speed, ZVD-shaped on the structural modes
+(robust to a ±15 % error of the modelled frequency, so it leaves the arm still on a plant that
+differs from the model), and the continuous integrator is paused while it runs, as during any
+move.
+
+``m̂`` also removes what the continuous integrator did during the window (it keeps running
+there: the exact model must not change), to first order on the model:
+``m̂ = mean(m_i) − J (qa_end − mean(qa_i))``, the mismatch at the setpoint the correction
+starts from.
+
+**Stability.** Between two samples the arm settles (a shaped move, then one period), so the
+samples see the static map only: with the true held Jacobian ``J*`` the mismatch after a
+correction is ``(I − J* J⁺) m̂`` (plus what the integrator removes, which only helps). For a
+plant whose stiffness differs from the model by a factor ``1 + δ`` the held map scales by
+about ``1/(1 + δ)``, so a sample reduces the error by ``|δ/(1 + δ)|``: 0.17 at +20 %, 0.25
+at −20 %, convergent for any stiffness error above −50 %. The loop checks it: a sample whose
+mismatch did not shrink by :data:`CONTRACTION` since the last correction ends the corrections
+of this target (the continuous integrator carries on alone, as before), and one whose
+mismatch grew is undone (the setpoint goes back to where it was before it).
+
+**Anti-windup.** A window is discarded (and restarted) when the cycle's anti-windup held an
+actuator, when the device reported a saturated actuator, or when a move is under way; there
+are no corrections towards a target the plan could not reach (the target clamped, ``plan.
+reachable`` False); the correction is bounded by the actuator limits (never integrated past
+them); and there are at most :data:`MAX_CORRECTIONS` per target.
+
+**Stall.** When the bounded correction cannot remove the mismatch (its residual above the
+tolerance: an actuator at a limit on a branch that cannot reach the target), the corrector
+reports a *stall* (:attr:`Retargeting.stalled`) with the mismatch it measured; the owner of
+the planner re-plans from the measured state to ``target + m̂`` (another member of the held
+family that reaches it within the limits, :meth:`poise.controller.simulate.SimulatedLoop.
+set_target`).
+
+**On the exact model** the mismatch is the difference between the simulated arm and the
+model's prediction of it: sensor noise averaged over a period, far below the threshold
+:data:`THRESHOLD` × the tolerance, so no correction is ever made and every cycle is what it
+was before.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from poise.ik.held_common import held_jacobian
+from poise.models.actuation import blocks
+from poise.models.base import FloatArray, MechanicalModel
+from poise.motion.shaping import ShapedMove, Shaper, shaper_for
+
+if TYPE_CHECKING:
+    from poise.motion.planner import TargetPlan
+
+#: A correction is made only when the averaged mismatch exceeds this multiple of the
+#: tolerance (below it the continuous integrator removes it within seconds; on the ``real``
+#: plant, friction and hysteresis turned some millimetre-sized corrections into larger errors).
+THRESHOLD = 2.0
+#: At most this many corrections per target.
+MAX_CORRECTIONS = 6
+#: A mismatch must shrink at least to this fraction of the last one for corrections to go on.
+CONTRACTION = 0.5
+#: The averaging window in damped periods of the slowest structural mode.
+WINDOW_PERIODS = 1.0
+#: The sway in a window is fitted (:func:`static_part`): 0 plain mean, 1 the mode, 2 the
+#: mode and its derivative with respect to ω.
+SWAY_FIT = 2
+#: Corrections are made only while the rate gain is slow against the slowest mode: Γ T_d
+#: below this. A step (a window and a ZVD-shaped move, about 2 T_d) leaves about 0.2 of the
+#: error (springs ±20 %) times ``e^{−Γ T_d}`` (the integrator runs in the window, not in the
+#: move); the integrator alone over the same time leaves ``e^{−2 Γ T_d}``: the step is the
+#: faster one while ``Γ T_d < ln 5 ≈ 1.6``. (The double pendulum's Γ = 10 /s against its
+#: 1.5 s period: the integrator alone; the dancer's 0.13 /s against 3–8 s: corrections.)
+SLOW_GAIN = 1.5
+#: Regularisation μ of the bounded least squares, relative to ‖J‖² (a minimum-norm
+#: correction on a redundant arm).
+REGULARISATION = 1e-6
+#: The correction keeps this fraction of each actuator's range clear of its limits.
+LIMIT_MARGIN = 0.005
+#: A bounded correction whose predicted residual ‖J Δqa − m̂‖ exceeds this fraction of the
+#: tolerance is a stall.
+STALL_FRACTION = 1.0
+
+
+@dataclass(frozen=True)
+class Correction:
+    """One sampled correction (JSON-ready with :meth:`as_dict`).
+
+    Attributes:
+        time_s: when it was decided [s from the plan's move start].
+        mismatch: the averaged mismatch m̂ (task_dim,) [task units].
+        delta: the actuator correction Δqa (m,) [actuator units].
+        residual: ‖J Δqa − m̂‖ predicted on the model [task units] (> 0 when limited).
+        limited: an actuator limit bounded it.
+    """
+
+    time_s: float
+    mismatch: FloatArray
+    delta: FloatArray
+    residual: float
+    limited: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"t": self.time_s, "mismatch": [float(x) for x in self.mismatch],
+                "mismatch_norm": float(np.linalg.norm(self.mismatch)),
+                "delta": [float(x) for x in self.delta], "residual": self.residual,
+                "limited": self.limited}
+
+
+class Retargeting:
+    """Sampled re-targeting of one control step (see the module docstring).
+
+    Args:
+        model: the controller's statics model.
+        period: the loop period Δt [s].
+        tolerance: the IK tolerance [task units] (the threshold and stall scale).
+    """
+
+    def __init__(self, model: MechanicalModel, period: float, tolerance: float) -> None:
+        self.model = model
+        self.period = period
+        self.tolerance = float(tolerance)
+        self.enabled = True
+        self.plan: TargetPlan | None = None
+        self._window = 0
+        self._damped_period = math.inf
+        self._stall_count = 0
+        self._stall_sum = np.zeros(model.task_dim)
+        self._stall_first = 0.0
+        self.shaper = Shaper()
+        #: The corrections made for the current plan, oldest first.
+        self.corrections: list[Correction] = []
+        #: Corrections made over the whole run (all plans).
+        self.total = 0
+        #: Why the corrections of the current plan ended ('' while they go on).
+        self.ended = ""
+        #: The live rate gain [1/s] (the owner keeps it current): corrections only while
+        #: ``gain × T_d`` < :data:`SLOW_GAIN`.
+        self.rate_gain = 0.0
+        #: A stall: the mismatch (task units) the limits kept the correction from removing;
+        #: None when none. The owner re-plans and clears it.
+        self.stalled: FloatArray | None = None
+        self._clear()
+
+    def _clear(self) -> None:
+        k, m = self.model.task_dim, self.model.m
+        self._count = 0
+        size = max(self._window, 1)
+        if getattr(self, "_m", np.zeros((0, 0))).shape != (size, k):
+            self._m = np.zeros((size, k))
+            self._qa = np.zeros((size, m))
+        self._holds = -1
+
+    def begin(self, plan: TargetPlan | None, active: bool) -> None:
+        """A new plan: corrections start afresh; ``active``: it has what they need (a
+        reference after its move, a slowest structural mode, a reachable target)."""
+        self.plan = plan
+        self.corrections = []
+        self._before: FloatArray | None = None  # the setpoint before the last correction
+        self.stalled = None
+        self._stall_count = 0
+        self._clear()
+        slow = plan.loop.slowest_mode() if plan is not None and plan.loop is not None else None
+        if not (active and self.enabled and plan is not None and plan.reachable
+                and slow is not None and math.isfinite(slow.period)):
+            self.ended = "off"
+            return
+        self.ended = ""
+        damped = 2 * math.pi / slow.damped_omega if slow.damped_omega > 0 else slow.period
+        self._window = max(1, math.ceil(WINDOW_PERIODS * damped / self.period))
+        self._damped_period = damped
+        self._sway = (slow.zeta * slow.omega, slow.damped_omega)
+        self._clear()
+        assert plan.loop is not None
+        self.shaper = shaper_for(plan.loop.structural_modes(), "zvd")
+
+    @property
+    def active(self) -> bool:
+        """Corrections go on for the current plan."""
+        return self.plan is not None and not self.ended
+
+    @property
+    def watching(self) -> bool:
+        """The current plan is watched (for corrections, or still for a stall)."""
+        return self.plan is not None and self.ended != "off"
+
+    def watch_stall(self, predicted: FloatArray, x_meas: FloatArray, qa: FloatArray,
+                    qa_min: FloatArray, qa_max: FloatArray, held: bool) -> None:
+        """One settled cycle, whatever the window does: feedback has stalled when for one
+        window (a damped period of the slowest mode) the mismatch stayed above the tolerance
+        while an actuator sat at a position limit or the anti-windup held one (``held``: its
+        effort at the limit) and the mismatch did not shrink by half. Then
+        :attr:`stalled` is the mean mismatch over that window and the corrections end."""
+        if self.stalled is not None or self.ended == "off" or self.ended.startswith("stalled"):
+            return
+        span = qa_max - qa_min
+        margin = 2 * LIMIT_MARGIN * np.where(np.isfinite(span), span, 0.0)
+        at_limit = held or bool(np.any((qa <= qa_min + margin) | (qa >= qa_max - margin)))
+        mismatch = predicted - x_meas
+        norm = float(np.linalg.norm(mismatch))
+        if not at_limit or norm <= self.tolerance:
+            self._stall_count = 0
+            return
+        if self._stall_count == 0:
+            self._stall_sum = np.zeros_like(mismatch)
+            self._stall_first = norm
+        self._stall_count += 1
+        self._stall_sum += mismatch
+        if self._stall_count >= self._window and norm > 0.5 * self._stall_first:
+            self.stalled = self._stall_sum / self._stall_count
+            self.ended = f"stalled at a limit ({norm * 1e3:.2g} mm)"
+            self._stall_count = 0
+
+    def reset_window(self) -> None:
+        """Start the window again (a move, a held actuator, a saturated one)."""
+        self._clear()
+
+    def observe(self, predicted: FloatArray, x_meas: FloatArray, qa: FloatArray,
+                holds: int) -> bool:
+        """One settled cycle: the model's predicted task value ``predicted``, the measured
+        ``x_meas``, the setpoint ``qa`` after it, the step's anti-windup hold count
+        ``holds``. Returns True when the window is full (then :meth:`correction`)."""
+        if self._holds >= 0 and holds != self._holds:
+            self._clear()
+        self._holds = holds
+        i = self._count
+        np.subtract(predicted, x_meas, out=self._m[i])
+        self._qa[i] = qa
+        self._count += 1
+        return self._count >= self._window
+
+    def correction(self, q_bar: FloatArray, qa: FloatArray, time_s: float,
+                   qa_min: FloatArray, qa_max: FloatArray) -> FloatArray | None:
+        """The window's correction: the actuator goal of the next move within ``[qa_min,
+        qa_max]`` (less :data:`LIMIT_MARGIN`), or None (below the threshold, not
+        contracting, or done). Starts the next window."""
+        n = max(self._count, 1)
+        J = held_jacobian(blocks(self.model, q_bar))
+        # each sample moved to the setpoint qa (the integrator's share, on the model)
+        samples = self._m[:n] - (qa - self._qa[:n]) @ J.T
+        mismatch = static_part(samples, self.period, *self._sway)
+        self._clear()
+        norm = float(np.linalg.norm(mismatch))
+        if norm <= THRESHOLD * self.tolerance or \
+                self.rate_gain * self._damped_period >= SLOW_GAIN:
+            return None
+        last = self.corrections[-1] if self.corrections else None
+        before = float(np.linalg.norm(last.mismatch)) if last is not None else math.inf
+        if norm > CONTRACTION * before:
+            self.ended = f"not contracting ({norm * 1e3:.2g} mm after {before * 1e3:.2g} mm)"
+            if norm > before and self._before is not None:  # worse: undone
+                self.ended += ", undone"
+                return self._before
+            return None
+        if len(self.corrections) >= MAX_CORRECTIONS:
+            self.ended = f"{MAX_CORRECTIONS} corrections made"
+            return None
+        span = np.asarray(qa_max, float) - np.asarray(qa_min, float)
+        margin = LIMIT_MARGIN * np.where(np.isfinite(span), span, 0.0)
+        delta, residual, limited = bounded_correction(J, mismatch, qa,
+                                                      qa_min + margin, qa_max - margin)
+        self._before = np.array(qa, dtype=float)
+        self.corrections.append(Correction(time_s, mismatch, delta, residual, limited))
+        self.total += 1
+        if limited and residual > STALL_FRACTION * self.tolerance:
+            # the limits keep the correction from the target: no move into them (the
+            # owner re-plans from the measured state, :attr:`stalled`)
+            self.stalled = mismatch
+            self.ended = f"stalled at a limit ({residual * 1e3:.2g} mm left)"
+            return None
+        if not np.any(delta):
+            return None
+        if not self._holds_stably(q_bar, qa + delta):
+            self.ended = "the corrected setpoint is not a stable held configuration"
+            return None
+        return qa + delta
+
+    def _holds_stably(self, q_bar: FloatArray, qa: FloatArray) -> bool:
+        """Whether the model holds ``qa`` at a stable configuration near ``q_bar`` (a large
+        correction could carry the dancer past the top of its pointe)."""
+        from poise.ik.statics import solve_statics  # here: corrections are rare
+        from poise.models.actuation import split
+
+        sol = solve_statics(self.model, qa, split(self.model, q_bar)[1])
+        return bool(sol.converged and sol.stable)
+
+    def move(self, qa: FloatArray, goal: FloatArray, speed: FloatArray) -> ShapedMove:
+        """The correction move from ``qa`` to ``goal`` at ``speed`` (ZVD-shaped)."""
+        return ShapedMove(qa, goal, speed, self.shaper)
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready: the corrections of the current plan and why they ended."""
+        return {"corrections": [c.as_dict() for c in self.corrections],
+                "total": self.total, "ended": self.ended,
+                "threshold_m": THRESHOLD * self.tolerance,
+                "window_s": self._window * self.period if self.active else None}
+
+
+def static_part(samples: FloatArray, period: float, sigma: float, omega_d: float
+                ) -> FloatArray:
+    """The constant part of ``samples`` (rows one period apart) beside a decaying sway at
+    the slowest mode: least squares on ``1, e^{−σt} cos ω_d t, e^{−σt} sin ω_d t`` and their
+    derivatives with respect to ω (``t e^{−σt} sin``, ``t e^{−σt} cos``: robust to a
+    frequency off the model's, as a ZVD shaper is); the plain mean when the window is too
+    short for the fit or the sway is not oscillatory."""
+    n = samples.shape[0]
+    if SWAY_FIT == 0 or n < 8 or not omega_d > 0:
+        return samples.mean(axis=0)
+    t = np.arange(n) * period
+    env = np.exp(-sigma * t)
+    c, s = env * np.cos(omega_d * t), env * np.sin(omega_d * t)
+    cols = [np.ones(n), c, s] + ([t * s, t * c] if SWAY_FIT > 1 else [])
+    X = np.column_stack(cols)
+    coef, *_ = np.linalg.lstsq(X, samples, rcond=None)
+    return coef[0]
+
+
+def bounded_correction(J: FloatArray, mismatch: FloatArray, qa: FloatArray, lo: FloatArray,
+                       hi: FloatArray) -> tuple[FloatArray, float, bool]:
+    """``(Δqa, residual, limited)``: ``argmin ‖J Δ − m‖² + μ‖Δ‖²`` with ``lo ≤ qa + Δ ≤ hi``
+    (μ = :data:`REGULARISATION` ‖J‖²), the residual ``‖J Δ − m‖`` and whether a bound is
+    active. Unbounded, this is the damped pseudo-inverse ``J⁺ m`` the IK's update uses."""
+    k, m = J.shape
+    mu = REGULARISATION * max(float(np.sum(J * J)), 1e-30)
+    free = J.T @ np.linalg.solve(J @ J.T + mu * np.eye(k), mismatch) if k <= m else \
+        np.linalg.solve(J.T @ J + mu * np.eye(m), J.T @ mismatch)
+    lower, upper = lo - qa, hi - qa
+    if np.all(free >= lower) and np.all(free <= upper):
+        return free, float(np.linalg.norm(J @ free - mismatch)), False
+    from scipy.optimize import lsq_linear  # here: only a limited correction needs it
+
+    A = np.vstack([J, math.sqrt(mu) * np.eye(m)])
+    b = np.concatenate([mismatch, np.zeros(m)])
+    lower = np.minimum(lower, 0.0)  # an actuator past its bound may stay, never go further
+    upper = np.maximum(upper, 0.0)
+    res = lsq_linear(A, b, bounds=(lower, upper + 1e-15), method="bvls")
+    delta = np.clip(res.x, lower, upper)
+    return delta, float(np.linalg.norm(J @ delta - mismatch)), True
+
+
+__all__ = ["CONTRACTION", "MAX_CORRECTIONS", "SLOW_GAIN", "THRESHOLD", "Correction", "Retargeting",
+           "bounded_correction", "static_part"]
