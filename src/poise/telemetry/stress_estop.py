@@ -143,6 +143,11 @@ def _after_latch(events: list[Any], ids: set[str]) -> tuple[int, int]:
     return accepted, left
 
 
+def _progress(line: str) -> None:
+    """One line per round on stderr (the bench runs for an hour; its table comes at the end)."""
+    print(f"poise bench stress: {line}", file=sys.stderr, flush=True)
+
+
 def estop_behind_commands(url: str, rounds: int = 100, flood: int = 2000, seed: int = 3,
                           priority: int | None = None) -> dict[str, Any]:
     """``rounds`` floods of ``flood`` targets + ``clear`` + ``run: start`` + e-stop on one
@@ -187,6 +192,10 @@ def estop_behind_commands(url: str, rounds: int = 100, flood: int = 2000, seed: 
                     no_state += 1
                 else:
                     state_ms.append((got["t_state"] - got["t_estop"]) * 1e3)
+                _progress(f"estop behind {flood} commands: round {r + 1}/{rounds}, accepted "
+                          f"after e-stop {accepted_after}, $state estop after "
+                          + (f"{state_ms[-1]:.1f} ms" if got["t_state"] is not None
+                             else "never"))
         finally:
             svc.close()
     return {"rounds": rounds, "flood": flood, "accepted_after_estop": accepted_after,
