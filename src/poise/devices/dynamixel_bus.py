@@ -77,6 +77,9 @@ DEFAULT_TIMEOUT_MS = 34.0
 #: within it; a missing servo is named after it. (Longer than a controller's default
 #: ``limits.sensor_fault``, 0.5 s: a controller holds, then faults, on its own rule first.)
 DEFAULT_PATIENCE_S = 1.0
+#: Pings per servo before a fault calls it silent (a busy computer's virtual bus, or a servo
+#: bus with noise, may miss one).
+DIAGNOSIS_PINGS = 3
 #: Bus Watchdog (98): unit [ms], largest value, and what it reads after it tripped.
 WATCHDOG_UNIT_MS, WATCHDOG_MAX, WATCHDOG_TRIPPED = 20, 127, -1
 #: Round-trip samples kept for the percentiles.
@@ -374,13 +377,17 @@ class ServoBus:
 
     def _diagnose(self, result: int, silent: float) -> DeviceError:
         """The bus gave no valid sync read for ``silent`` s: which servo stopped answering
-        (one ping each)."""
+        (up to :data:`DIAGNOSIS_PINGS` pings each: one late answer on a loaded computer does
+        not make a servo silent)."""
         text = self.ph.getTxRxResult(result)
         for sid in self.ids:
-            try:
-                _, ping, _ = self.call(self.ph.ping, sid)
-            except Garbled:
-                ping = sdk.COMM_RX_CORRUPT
+            for _ in range(DIAGNOSIS_PINGS):
+                try:
+                    _, ping, _ = self.call(self.ph.ping, sid)
+                except Garbled:
+                    ping = sdk.COMM_RX_CORRUPT
+                if ping == sdk.COMM_SUCCESS:
+                    break
             if ping != sdk.COMM_SUCCESS:
                 return DeviceError(f"servo {sid} stopped answering on {self.port_name} at "
                                    f"{self.baud} baud (sync read: {text}; ping: "
