@@ -178,12 +178,19 @@ class Service:
     def wait_running(self, timeout: float = 120.0) -> Service:
         """Wait until the service says it started (a loaded machine may take long)."""
         end = time.monotonic() + timeout
-        while "start:" not in self.log.read_text():
+        while not (line := self._start_line()):  # the whole line: it may arrive in pieces
             if self.proc.poll() is not None or time.monotonic() > end:
                 pytest.fail(f"the service did not start: {self.log.read_text()[-2000:]}")
             time.sleep(0.1)
-        assert "accepted=True" in self.log.read_text(), self.log.read_text()[-2000:]
+        assert "accepted=True" in line, self.log.read_text()[-2000:]
         return self
+
+    def _start_line(self) -> str:
+        """The service's whole ``start:`` line (ended by its newline), or ''."""
+        text = self.log.read_text()
+        at = text.find("start:")
+        end = text.find("\n", at)
+        return text[at:end] if at >= 0 and end >= 0 else ""
 
     def kill(self) -> None:
         """Die without a word (SIGKILL): the broker publishes its last will, ``lost``."""
