@@ -272,8 +272,8 @@ class ControlStep:
 
     @property
     def source_time(self) -> float | None:
-        """The followed reference's time at the next cycle [s]; None when none is followed
-        (what a sample arriving now is stamped with)."""
+        """The followed reference's time at the next cycle [s] (on a :attr:`clock`, its time
+        now); None when none is followed (what a sample arriving now is stamped with)."""
         f = self.following
         return None if f is None else f.time(self._cycles + 1)
 
