@@ -194,6 +194,10 @@ class ReferenceFilter:
         self.omega = float(omega)
         self.rate = margin * np.asarray(rate, dtype=float)
         self.accel = margin * np.asarray(accel, dtype=float)
+        #: Their reciprocals (0 where a limit is infinite; a zero limit: a huge one), so that
+        #: a step divides nothing (it runs every cycle).
+        self._per_rate = 1.0 / np.maximum(self.rate, 1e-300)
+        self._per_accel = 1.0 / np.maximum(self.accel, 1e-300)
         #: ``J⁺`` (m, task_dim): actuator motion per task motion (None: no limits applied).
         self.actuator_map: FloatArray | None = None
         #: Steps in which a limit scaled the filter down.
@@ -214,21 +218,20 @@ class ReferenceFilter:
         arrays: copy them to keep them)."""
         w = self.omega
         a = w * w * (x_d - self.x) + 2.0 * w * (v_d - self.v)
-        a *= self._scale(a, self.accel)
+        a *= self._scale(a, self._per_accel)
         v = self.v + a * dt
-        v *= self._scale(v, self.rate)
+        v *= self._scale(v, self._per_rate)
         self.v = v
         self.x = self.x + v * dt
         return self.x, self.v
 
-    def _scale(self, task: FloatArray, limit: FloatArray) -> float:
-        """The factor ≤ 1 that keeps ``|J⁺ task|`` within ``limit`` for every actuator."""
+    def _scale(self, task: FloatArray, per_limit: FloatArray) -> float:
+        """The factor ≤ 1 that keeps ``|J⁺ task|`` within the limits whose reciprocals are
+        ``per_limit``, for every actuator."""
         jmap = self.actuator_map
         if jmap is None:
             return 1.0
-        need = np.abs(jmap @ task)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            worst = float(np.max(np.where(need > 0, need / limit, 0.0)))
+        worst = float(np.max(np.abs(jmap @ task) * per_limit))
         if worst > 1.0:
             self.limited += 1
             return 1.0 / worst
@@ -322,7 +325,9 @@ class Following:
             else:
                 dt = self.period if self.clock is None or self._cycle < 0 else t - self._t_read
                 x_d, v_d = self._filtered(t, dt)
-            self.x_d, self.v_d = np.array(x_d, dtype=float), np.array(v_d, dtype=float)
+            # new arrays each time (the source's and the filter's steps make them): kept as
+            # they are, not copied
+            self.x_d, self.v_d = x_d, v_d
             self._cycle, self._t_read = cycle, t
         np.multiply(self.v_d, 1.0 / gain if gain > 0 else 0.0, out=out)
         np.add(out, self.x_d, out=out)
