@@ -55,6 +55,20 @@ def parse_plants(given: Iterable[str], make: Callable[[str], str] | None = None,
     return plants
 
 
+def named_writer(folder: str | pathlib.Path, made: dict[str, str]) -> Callable[[str, str], str]:
+    """``named(robot, plant)`` for :func:`parse_plants`: writes the named plant's file in
+    ``folder`` (:func:`poise.sim.named.write_named`) and records in ``made`` what it is
+    (``{path: "<robot>=<plant> (named plant, built in)"}``, for the run's report)."""
+    from poise.sim.named import write_named
+
+    def named(robot: str, plant: str) -> str:
+        path = write_named(robot, plant, folder)
+        made[path] = f"{robot}={plant} (named plant, built in)"
+        return path
+
+    return named
+
+
 def stiffer(name: str, factor: float, folder: str | pathlib.Path) -> str:
     """A copy of the built-in model file of ``name`` in ``folder`` with every joint spring
     (each ``stiffness = …`` line) ``factor`` times stiffer; its path.
@@ -75,4 +89,4 @@ def stiffer(name: str, factor: float, folder: str | pathlib.Path) -> str:
     return str(path)
 
 
-__all__ = ["parse_plants", "stiffer"]
+__all__ = ["named_writer", "parse_plants", "stiffer"]

@@ -56,16 +56,12 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, folder: str) -> int:
     from poise.benchmarks import control
-    from poise.benchmarks.plants import parse_plants
+    from poise.benchmarks.plants import named_writer, parse_plants
     from poise.progress import progress_bar
-    from poise.sim.named import write_named
 
     made: dict[str, str] = {}  # a plant written here → what it is (the file goes with the run)
 
-    def named(robot: str, plant: str) -> str:
-        path = write_named(robot, plant, folder)
-        made[path] = f"{robot}={plant} (named plant, built in)"
-        return path
+    named = named_writer(folder, made)
 
     try:
         plants = parse_plants(args.plant, named=named, robots=args.models)

@@ -120,16 +120,12 @@ def _simulated(args: argparse.Namespace, robots: list[str], modes: list[str],
                algorithms: list[str], freqs: list[float], folder: str) -> int:
     from poise.benchmarks import tracking
     from poise.benchmarks import tracking_protocol as tp
-    from poise.benchmarks.plants import parse_plants, stiffer
+    from poise.benchmarks.plants import named_writer, parse_plants, stiffer
     from poise.progress import progress_bar
-    from poise.sim.named import write_named
 
     made: dict[str, str] = {}  # a plant written here → what it is (the file goes with the run)
 
-    def named(robot: str, plant: str) -> str:
-        path = write_named(robot, plant, folder)
-        made[path] = f"{robot}={plant} (named plant, built in)"
-        return path
+    named = named_writer(folder, made)
 
     def make(name: str) -> str:
         path = stiffer(name, tp.PLANT_STIFFER, folder)
