@@ -35,3 +35,24 @@ def emit(result: dict[str, Any], table: str, json_target: str | pathlib.Path | N
         path.write_text(text)
         print(f"wrote {path}")
     return 0
+
+
+def run_each(fn, jobs, workers: int = 1, progress=None) -> list:
+    """``[fn(job) for job in jobs]``, in order, in ``workers`` processes when more than one
+    (``fn`` and the jobs picklable), calling ``progress(1)`` after each."""
+    import concurrent.futures
+
+    out = []
+    if workers > 1:
+        with concurrent.futures.ProcessPoolExecutor(workers) as pool:
+            for result in pool.map(fn, jobs):
+                out.append(result)
+                if progress is not None:
+                    progress(1)
+    else:
+        for job in jobs:
+            out.append(fn(job))
+            if progress is not None:
+                progress(1)
+    return out
+

@@ -35,7 +35,6 @@ settles" plot.
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
 import math
 import os
@@ -47,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from poise.benchmarks.benchout import run_each
 from poise.benchmarks.control_protocol import (
     ALGORITHMS,
     GOAL_PERIODS,
@@ -273,17 +273,7 @@ def run(models: Sequence[str] = MODELS, modes: Sequence[str] = MODES,
     jobs = [(name, mode, alg, None, count, seed, plants.get(name)) for name in models
             for mode in modes for alg in algorithms]
     cases: list[dict[str, Any]] = []
-    if workers > 1:
-        with concurrent.futures.ProcessPoolExecutor(workers) as pool:
-            for out in pool.map(_case, jobs):
-                cases.append(out)
-                if progress is not None:
-                    progress(1)
-    else:
-        for job in jobs:
-            cases.append(_case(job))
-            if progress is not None:
-                progress(1)
+    cases.extend(run_each(_case, jobs, workers, progress))
     return {"benchmark": "control", "targets_per_case": count, "seed": seed, "hold_s": HOLD,
             "band": f"min({SUCCESS_ABS * 1e3:g} mm, {SUCCESS_REL * 100:g} % of the reach)",
             "goal": f"settling <= {GOAL_PERIODS:g} periods of the slowest structural mode",

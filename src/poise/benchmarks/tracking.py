@@ -49,7 +49,6 @@ Goals (:data:`~poise.benchmarks.tracking_protocol.GOALS`): streamed RMS ≤ 10 %
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
 import math
 import os
@@ -61,6 +60,7 @@ from typing import Any
 
 import numpy as np
 
+from poise.benchmarks.benchout import run_each
 from poise.benchmarks.control import config_for
 from poise.benchmarks.tracking_protocol import (
     AMPLITUDE,
@@ -282,17 +282,7 @@ def run(cases: Sequence[Case], *, workers: int = 1, plants: Mapping[str, str] | 
     load_before = list(os.getloadavg())
     results: list[dict[str, Any]] = []
     runnable = [c for c in cases if c.how != "trajectory" or trajectories_available()]
-    if workers > 1:
-        with concurrent.futures.ProcessPoolExecutor(workers) as pool:
-            for out in pool.map(run_case, runnable):
-                results.append(out)
-                if progress is not None:
-                    progress(1)
-    else:
-        for c in runnable:
-            results.append(run_case(c))
-            if progress is not None:
-                progress(1)
+    results.extend(run_each(run_case, runnable, workers, progress))
     skipped = len(cases) - len(runnable)
     return {"benchmark": "tracking", "schema": 1, "seed": cases[0].seed if cases else SEED,
             "protocol": protocol(), "plants": plants,
