@@ -28,7 +28,7 @@ def register(commands, groups) -> None:
                    "benchmark's process, or both (default own)")
     p.add_argument("--priority", type=int, nargs="+", default=[None], metavar="P",
                    help="loop.priority of each run: SCHED_FIFO priority where the OS grants "
-                   "it (the whole real-time process and its virtual device), 0: the normal "
+                   "it (the loop and e-stop threads, the virtual device one below), 0: the normal "
                    "scheduler (default: the configuration's, 20; several: one run each)")
     p.add_argument("--busy-poll", nargs="+", choices=("off", "on"), default=["off"],
                    help="loop.busy_poll of each run: on, the loop thread polls the port "

@@ -145,11 +145,11 @@ class LoopConfig:
                              "(poise.kernels, compiled or loaded from the cache at connect) "
                              "where the model's family has them; false: the numpy reference")
     priority: int = setting(DEFAULT_LOOP_PRIORITY, "integer",
-                            "SCHED_FIFO real-time priority of the loop thread and, with "
-                            "process = 'own', of the whole real-time process and its "
-                            "virtual device (1-99, where the OS grants it, else the normal "
-                            "scheduler and the summary says why; docs/controller.md); 0: the "
-                            "normal scheduler", ge=0, le=99)
+                            "SCHED_FIFO real-time priority of the loop thread and the "
+                            "e-stop threads, the virtual device one below, the other threads "
+                            "at the normal scheduler (1-99, where the OS grants it, else the "
+                            "normal scheduler and the summary says why; docs/controller.md); "
+                            "0: the normal scheduler", ge=0, le=99)
     busy_poll: bool = setting(False, "boolean", "the loop thread polls the serial port "
                               "without sleeping between frames (a whole core at its priority; "
                               "lower latency: no wake-up, its caches stay warm); false: it "

@@ -268,7 +268,7 @@ class Controller(ControllerFace):
                                      rate=loop.rate, on_fault=self.faults.on_device_fault,
                                      qa_min=self.model.qa_min, qa_max=self.model.qa_max,
                                      launched=launched, cpus=self.cpu_plan and
-                                     self.cpu_plan.others)
+                                     self.cpu_plan.others, priority=loop.priority)
                 self.device = self.cycle.device = device = opened.device
                 self.sim = opened.sim
                 info = self.device_info = device.describe()

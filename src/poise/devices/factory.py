@@ -59,7 +59,7 @@ def open_device(cfg: DeviceConfig, *, model: str, m: int, rate: float,
                 reconnect: bool = True, qa_min: Sequence[float] | None = None,
                 qa_max: Sequence[float] | None = None,
                 launched: SimDevice | None = None,
-                cpus: frozenset[int] | None = None) -> Opened:
+                cpus: frozenset[int] | None = None, priority: int = 0) -> Opened:
     """Open the device of ``cfg`` for a robot ``model`` with ``m`` actuators at ``rate`` Hz.
 
     Args:
@@ -73,7 +73,8 @@ def open_device(cfg: DeviceConfig, *, model: str, m: int, rate: float,
             (without ``[[device.servos]]``), instead of ∓ one spool turn.
         launched: for ``port = "sim"``, the virtual device of :func:`early_device_spec`
             started earlier (it has been importing and building its plant meanwhile); else
-            one is started here, on the CPUs ``cpus`` (``None``: any).
+            one is started here, on the CPUs ``cpus`` (``None``: any), one real-time
+            priority below the loop's ``priority`` (:func:`device_priority`).
 
     Raises:
         DeviceError: the device cannot be opened; the message names the port and why.
@@ -86,8 +87,9 @@ def open_device(cfg: DeviceConfig, *, model: str, m: int, rate: float,
     if cfg.port == INPROCESS:
         return Opened(_inprocess(cfg, model=model, rate=rate), INPROCESS)
     if cfg.port == "sim":
-        return _open_sim(launched or virtual_device(cfg, model=model, rate=rate, cpus=cpus),
-                         on_fault=on_fault, reconnect=reconnect, baud=cfg.baud,
+        sim = launched or virtual_device(cfg, model=model, rate=rate, cpus=cpus,
+                                         fifo_priority=device_priority(priority))
+        return _open_sim(sim, on_fault=on_fault, reconnect=reconnect, baud=cfg.baud,
                          timeout=cfg.timeout)
     from poise.devices.wire import WireDevice
 
@@ -141,7 +143,15 @@ def early_device_spec(cfg: DeviceConfig, *, model: str, rate: float, priority: i
     if cfg.port != "sim" or cfg.protocol != "poise":
         return None
     return virtual_device_spec(cfg, model=model, rate=rate,
-                               fifo_priority=priority - 1 if priority > 1 else None, cpus=cpus)
+                               fifo_priority=device_priority(priority), cpus=cpus)
+
+
+def device_priority(loop_priority: int) -> int | None:
+    """The virtual device's ``SCHED_FIFO`` priority for a control loop at ``loop_priority``:
+    one below it (the loop preempts the device the moment a frame wakes it; at the same
+    priority the device's pacing spin would hold it off), None (the normal scheduler) when
+    the loop has no real-time priority to be below."""
+    return loop_priority - 1 if loop_priority > 1 else None
 
 
 def _open_sim(sim: SimDevice, *, on_fault: Callable[[msg.Fault], None] | None,
@@ -186,5 +196,5 @@ def _open_dynamixel(cfg: DeviceConfig, servos: Sequence[ServoConfig], *,
         raise
 
 
-__all__ = ["INPROCESS", "SENSOR_HEARTBEAT", "Opened", "early_device_spec", "open_device",
-           "virtual_device", "virtual_device_spec"]
+__all__ = ["INPROCESS", "SENSOR_HEARTBEAT", "Opened", "device_priority", "early_device_spec",
+           "open_device", "virtual_device", "virtual_device_spec"]

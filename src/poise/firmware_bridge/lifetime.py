@@ -23,7 +23,7 @@ import ctypes
 import os
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 #: ``PR_SET_PDEATHSIG`` from ``<linux/prctl.h>``.
 PR_SET_PDEATHSIG = 1
@@ -89,26 +89,6 @@ def fifo(priority: int) -> dict[str, object]:
     return {"scheduler": "fifo", "priority": priority}
 
 
-@contextlib.contextmanager
-def normal_scheduler() -> Iterator[None]:
-    """Run the calling thread at the normal scheduler inside the block, then restore what it
-    had: long start-up work (compiling the kernels, a minute or more on a slow computer) must
-    not hold a CPU at ``SCHED_FIFO`` against the virtual device, the broker and the rest."""
-    if not hasattr(os, "sched_getscheduler"):
-        yield
-        return
-    policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
-    if policy == os.SCHED_OTHER:
-        yield
-        return
-    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
-    try:
-        yield
-    finally:
-        with contextlib.suppress(OSError):
-            os.sched_setscheduler(0, policy, param)
-
-
 def yield_to_parent() -> str:
     """Run one real-time priority below what this process inherited: a virtual device started
     by a controller's real-time process inherits its ``SCHED_FIFO`` priority p and would
@@ -132,5 +112,5 @@ def yield_to_parent() -> str:
         return f"left as inherited ({exc})"
 
 
-__all__ = ["PARENT_DEATH_SIGNAL", "fifo", "normal_scheduler", "parent_alive",
+__all__ = ["PARENT_DEATH_SIGNAL", "fifo", "parent_alive",
            "set_parent_death_signal", "watch_parent", "yield_to_parent"]

@@ -40,7 +40,7 @@ from poise.controller.realtime.messages import (
     UrgentTaken,
 )
 from poise.controller.ring import CycleRing, RingError
-from poise.firmware_bridge.lifetime import fifo, normal_scheduler, parent_alive, watch_parent
+from poise.firmware_bridge.lifetime import fifo, parent_alive, watch_parent
 
 if TYPE_CHECKING:
     from poise.devices.simdevice import SimDevice
@@ -56,12 +56,15 @@ OWN_CALLS = frozenset({CallKind.CLOSE, CallKind.DEVICE_PID, CallKind.SERVE_URGEN
 
 
 class RealtimeChild:
-    """The real-time process: the controller, the ring writer, the command servers."""
+    """The real-time process: the controller, the ring writer, the command servers.
+    ``priority``: the e-stop server's ``SCHED_FIFO`` priority (``loop.priority``; 0: the
+    normal scheduler), the only one of its threads that takes it (the loop takes its own)."""
 
     def __init__(self, ctl: Any, ring: CycleRing, down: connection.Connection,
                  estop: connection.Connection, up: connection.Connection,
-                 quit_: threading.Event) -> None:
+                 quit_: threading.Event, *, priority: int = 0) -> None:
         self.ctl, self.ring = ctl, ring
+        self.priority = priority
         self.down, self.estop_conn, self.up = down, estop, up
         self.quit = quit_
         ctl.cycle_sink = self.record
@@ -198,7 +201,9 @@ class RealtimeChild:
                               text=f"{type(exc).__name__}: {exc}")
 
     def serve_estop(self) -> None:
-        """E-stops, acted on the moment they arrive."""
+        """E-stops, acted on the moment they arrive (at ``SCHED_FIFO`` where granted: it
+        sleeps until one comes, then must not wait behind the command server)."""
+        fifo(self.priority)
         while True:
             try:
                 msg = self.estop_conn.recv()
@@ -298,9 +303,12 @@ def child_main(config: Config, ring_name: str, down: connection.Connection,
     try:
         from poise.controller.loop import Controller
 
-        # SCHED_FIFO (where granted) before any thread starts: the loop, the device's
-        # reader thread and the e-stop server inherit it
-        fifo(config.loop.priority)
+        # the process stays at the normal scheduler: only the threads that must run on time
+        # take SCHED_FIFO themselves (the loop, the e-stop server and the MQTT e-stop
+        # listener). A process-wide priority made every thread real-time, the command server
+        # and the pump too: a flood of commands, or the kernels loading at a start, then held
+        # both CPUs of a 2-core machine at the loops' priority, above the virtual devices,
+        # and another controller's device went unserved for 100-240 ms (its watchdog fired)
         ctl = Controller(config, launched=launched)
         ring = CycleRing.attach(ring_name)
     except Exception as exc:
@@ -315,14 +323,13 @@ def child_main(config: Config, ring_name: str, down: connection.Connection,
         # a first start: compile before the gain check (which needs the solvers) and the
         # hello, the parent showing each step (Progress); a failure is connect's to report
         # at the normal scheduler: a minute of compiling must not hold a CPU at SCHED_FIFO
-        with contextlib.suppress(Exception), normal_scheduler():
+        with contextlib.suppress(Exception):
             ctl.prepare_kernels(progress=lambda p: _tell(up, Progress(p)))
     try:
         if gain_origins is not None:
             from poise.controller.gains import check_configured_gains
 
-            with normal_scheduler():
-                check_configured_gains(config, ctl.model, origins=gain_origins)
+            check_configured_gains(config, ctl.model, origins=gain_origins)
     except Exception as exc:
         # a gain or target (ValueError too) is the parent's ConfigError, like a bad file
         kind = "ConfigError" if isinstance(exc, ConfigError | ValueError) else \
@@ -331,7 +338,8 @@ def child_main(config: Config, ring_name: str, down: connection.Connection,
         ring.close()
         _tell(up, Fatal(kind, str(exc)))
         return
-    child = RealtimeChild(ctl, ring, down, estop, up, threading.Event())
+    child = RealtimeChild(ctl, ring, down, estop, up, threading.Event(),
+                          priority=config.loop.priority)
     try:
         child.run(parent_pid, signalled)
     finally:
