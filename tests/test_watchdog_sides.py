@@ -9,14 +9,20 @@ import os
 import signal
 import threading
 import time
+import uuid
 
 from conftest import wait_until
+from poise.api.bus import CommandResponse
 from poise.api.state import State
 from poise.controller.config import load_config
 from poise.controller.realtime import RealtimeController
 from poise.examples import EXAMPLES_DIR
 from poise.firmware_bridge.faultinfo import HostWrites, quiet_side, watchdog_cause
 from poise.firmware_bridge.lifetime import fifo
+from poise.telemetry.client import Recorder, forget
+from poise.telemetry.mqtt import MqttConfig
+from poise.telemetry.stress import broker_url
+from poise.telemetry.urgent import serve_in_process
 
 SLOW = 120.0
 
@@ -94,40 +100,71 @@ def _schedulers(pid: int) -> list[tuple[int, int]]:
     return out
 
 
-def test_only_the_loop_and_the_estop_server_run_at_real_time_priority_the_device_one_below():
-    """A process-wide SCHED_FIFO made the command server and the pump real-time too: a flood
-    of commands, or the kernels loading at a start, held both CPUs of a 2-core machine above
-    another controller's virtual device, whose watchdog fired (100-240 ms unserved). Running:
-    exactly two threads of the real-time process at ``loop.priority`` (the loop, the e-stop
-    server; no MQTT here, so no e-stop listener), the rest and the main thread at the normal
-    scheduler; the virtual device one priority below (its main thread and the threads it
-    starts; the math library's idle pool, started at import, stays at the normal scheduler)."""
+def _realtime_threads(pid: int) -> list[tuple[int, int]]:
+    return sorted(t for t in _schedulers(pid) if t[0] != os.SCHED_OTHER)
+
+
+def _fifo_granted() -> bool:
     granted: list[bool] = []
     probe = threading.Thread(target=lambda: granted.append(fifo(20)["scheduler"] == "fifo"))
     probe.start()  # its own thread: the test process keeps its scheduler
     probe.join()
+    return granted[0]
+
+
+def test_only_the_loop_and_the_estop_threads_run_at_real_time_priority_the_device_one_below():
+    """A process-wide SCHED_FIFO made the command server and the pump real-time too: a flood
+    of commands, or the kernels loading at a start, held both CPUs of a 2-core machine above
+    another controller's virtual device, whose watchdog fired (100-240 ms unserved). Running
+    without MQTT: exactly two threads of the real-time process at ``loop.priority`` (the loop,
+    the e-stop server), the rest and the main thread at the normal scheduler; the virtual
+    device one priority below (its main thread and the threads it starts; the math library's
+    idle pool, started at import, stays at the normal scheduler). With the MQTT e-stop
+    listener served there (a real broker): two more, the listener and its ``$state``
+    announcer, and an e-stop published on MQTT latches and is announced."""
+    granted = _fifo_granted()
     over = {"device.port": ("sim", "t"), "mqtt.enabled": (False, "t"),
             "loop.rate": (200.0, "t"), "loop.priority": (20, "t")}
     rt = RealtimeController(load_config(EXAMPLES_DIR / "double_pendulum.toml", over))
     try:
         assert rt.start().accepted
         assert rt.wait_for(State.RUNNING, timeout=SLOW)
+        assert wait_until(lambda: rt.timing().get("cycles", 0) >= 20, timeout=SLOW)
         threads = _schedulers(rt.pid)
-        realtime = [t for t in threads if t[0] != os.SCHED_OTHER]
+        realtime = _realtime_threads(rt.pid)
         main_thread = (os.sched_getscheduler(rt.pid), os.sched_getparam(rt.pid).sched_priority)
         device_pid = rt.device_pid()
         assert device_pid is not None
         device = set(_schedulers(device_pid))
         device_main = (os.sched_getscheduler(device_pid),
                        os.sched_getparam(device_pid).sched_priority)
+        with broker_url() as url:
+            mqtt = MqttConfig.from_url(url, robot_id="test-" + uuid.uuid4().hex[:10])
+            answers: list[CommandResponse] = []
+            line = rt.serve_urgent(mqtt, 20, answers.append, starter=serve_in_process)
+            assert line.connected.wait(SLOW)
+            with_listener = _realtime_threads(rt.pid)
+            try:
+                with Recorder(mqtt) as rec:
+                    rec.command("estop", id="e1")
+                    assert rt.wait_for(State.ESTOP, timeout=SLOW)
+                    assert wait_until(lambda: any(a.id == "e1" for a in answers), SLOW)
+                    assert rec.wait_for(lambda m: m.name == "$state" and
+                                        m.json().get("state") == "estop", SLOW)
+            finally:
+                forget(mqtt)
     finally:
         rt.close()
     assert main_thread == (os.SCHED_OTHER, 0)
-    if granted[0]:
+    if granted:
         assert realtime == [(os.SCHED_FIFO, 20)] * 2, threads
         assert len(threads) >= 4, threads  # the command server, the pump: normal scheduler
         assert device_main == (os.SCHED_FIFO, 19)
         assert device - {(os.SCHED_OTHER, 0)} == {(os.SCHED_FIFO, 19)}, device
+        # the listener, its announcer, and the idle worker its event loop connected in
+        # (aiomqtt runs paho's blocking connect in asyncio's executor, a thread the
+        # listener's thread starts)
+        assert with_listener == [(os.SCHED_FIFO, 20)] * 5, with_listener
     else:  # no privilege: everything at the normal scheduler
-        assert realtime == [], threads
+        assert realtime == [] and with_listener == [], threads
         assert device == {(os.SCHED_OTHER, 0)}, device

@@ -150,7 +150,11 @@ class UrgentListener:
         return self
 
     def _announce(self) -> None:
-        """Publish ``$state`` for every latched state the controller enters."""
+        """Publish ``$state`` for every latched state the controller enters (at this
+        listener's priority: it is on the e-stop's way to the dashboard)."""
+        from poise.firmware_bridge.lifetime import fifo
+
+        fifo(self.priority)
         assert self._states is not None
         events, payload = self._states
         while not self._quit.is_set():
