@@ -100,7 +100,7 @@ class LiveRun:
     topics collecting its telemetry samples and ``$state`` messages."""
 
     def __init__(self, robot: str, url: str) -> None:
-        import paho.mqtt.client as paho
+        from poise.telemetry.mqtt_client import paho_client
 
         self.robot, self.url = robot, url
         self.robot_id = f"track-{uuid.uuid4().hex[:8]}"
@@ -111,10 +111,7 @@ class LiveRun:
         self.responses: dict[str, tuple[float, dict[str, Any]]] = {}
         self._lock = threading.Lock()
         mqtt = MqttConfig.from_url(url, robot_id=self.robot_id)
-        self.client = paho.Client(paho.CallbackAPIVersion.VERSION2,
-                                  client_id=f"{self.robot_id}-bench")
-        if mqtt.username:
-            self.client.username_pw_set(mqtt.username, mqtt.password)
+        self.client = paho_client(mqtt, f"{self.robot_id}-bench")
         self.client.on_message = self._on_message
         self.client.connect(mqtt.host, mqtt.port, keepalive=30)  # before the run: no leak
         self.client.subscribe([(self.topics.telemetry, 0), (self.topics.state, 1),

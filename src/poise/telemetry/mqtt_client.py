@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 
 import aiomqtt
+import paho.mqtt.client as paho
 from paho.mqtt.client import MQTT_CLEAN_START_FIRST_ONLY
 
-from poise.api.mqtt_config import MqttConfig
+from poise.api.mqtt_config import SOCKET_OPTIONS, MqttConfig, no_delay
 
 
 def mqtt_client(config: MqttConfig, *, will: aiomqtt.Will | None = None,
@@ -28,7 +29,19 @@ def mqtt_client(config: MqttConfig, *, will: aiomqtt.Will | None = None,
         keepalive=config.keepalive, timeout=5.0, tls_context=config.tls_context(),
         transport=config.transport,  # type: ignore[arg-type]
         websocket_path=config.websocket_path,
-        tls_insecure=config.tls_insecure if config.tls else None)
+        tls_insecure=config.tls_insecure if config.tls else None,
+        socket_options=SOCKET_OPTIONS)
 
 
-__all__ = ["mqtt_client"]
+def paho_client(config: MqttConfig, client_id: str) -> paho.Client:
+    """A paho client (a network thread of its own once ``loop_start``, as a client on another
+    machine would have) for this broker, with its credentials and :data:`SOCKET_OPTIONS`; not
+    connected (``connect(config.host, config.port, …)``)."""
+    client = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=client_id)
+    if config.username:
+        client.username_pw_set(config.username, config.password)
+    client.on_socket_open = no_delay
+    return client
+
+
+__all__ = ["mqtt_client", "paho_client"]

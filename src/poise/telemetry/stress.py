@@ -128,12 +128,9 @@ class _EstopButton:
     service's and the broker's, not the flooding client's own backlog of responses."""
 
     def __init__(self, mqtt: MqttConfig) -> None:
-        import paho.mqtt.client as paho
+        from poise.telemetry.mqtt_client import paho_client
 
-        self.client = paho.Client(paho.CallbackAPIVersion.VERSION2,
-                                  client_id=f"stress-estop-{uuid.uuid4().hex[:8]}")
-        if mqtt.username:
-            self.client.username_pw_set(mqtt.username, mqtt.password)
+        self.client = paho_client(mqtt, f"stress-estop-{uuid.uuid4().hex[:8]}")
         self.client.connect(mqtt.host, mqtt.port, keepalive=30)
         self.client.loop_start()
 
