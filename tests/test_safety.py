@@ -346,3 +346,21 @@ def test_the_stress_bench_tells_an_interrupt_in_cpythons_start_up_from_one_in_po
                                  f'File "{os.sep}x{os.sep}poise{os.sep}cli{os.sep}run.py"')
     assert not interpreter_startup_interrupt(inside)
     assert not interpreter_startup_interrupt("Traceback ...\nValueError: x\n")
+
+
+def test_the_stress_bench_counts_a_command_by_when_it_took_effect_not_when_it_was_answered():
+    """A target adopted under the lock before the e-stop latched, whose ``command`` event (its
+    answer's record, made after the lock) comes after the latch, is not a command accepted
+    after the e-stop; a change announced after the latch is, and so is leaving ``estop``."""
+    from poise.api.bus import Event
+    from poise.telemetry.stress_estop import _after_latch
+
+    before = [Event(1.000, "param", {"name": "target", "id": "u-1"}),
+              Event(1.001, "state", {"from": "running", "to": "estop"}),
+              Event(1.002, "command", {"name": "target", "id": "u-1", "accepted": True})]
+    assert _after_latch(before, {"u-1"}) == (0, 0)
+    after = [*before, Event(1.003, "param", {"name": "target", "id": "u-2"}),
+             Event(1.004, "state", {"from": "estop", "to": "ready"})]
+    assert _after_latch(after, {"u-1", "u-2"}) == (1, 1)
+    assert _after_latch(after, {"u-1"}) == (0, 1)  # only the flood's own ids count
+    assert _after_latch(before[:1], {"u-1"}) == (0, 0)  # no latch: nothing after it

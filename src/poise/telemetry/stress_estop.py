@@ -132,13 +132,20 @@ def _latched_at(events: list[Any]) -> float | None:
 
 
 def _after_latch(events: list[Any], ids: set[str]) -> tuple[int, int]:
-    """``(accepted, left)``: commands of ``ids`` accepted after the first ``estop`` state
-    event, and state changes out of ``estop`` after it."""
+    """``(accepted, left)``: commands of ``ids`` that took effect after the first ``estop``
+    state event, and state changes out of ``estop`` after it.
+
+    A command takes effect under the lock that the latch takes too, and announces its change
+    there (a ``param`` event with its id; ``clear`` and ``run start`` their state change), so
+    these events and the latch's are stamped in the order they happened. Its ``command`` event
+    (the answer's record) comes after the lock is released, so a target adopted before the
+    latch can be recorded after it on a busy machine: the ``command`` events are not the
+    measure."""
     latched = _latched_at(events)
     if latched is None:
         return 0, 0
-    accepted = sum(1 for ev in events if ev.kind == "command" and ev.t >= latched and
-                   ev.data.get("id") in ids and ev.data.get("accepted"))
+    accepted = sum(1 for ev in events if ev.kind == "param" and ev.t >= latched and
+                   ev.data.get("id") in ids)
     left = sum(1 for ev in events if ev.kind == "state" and ev.t >= latched and
                ev.data.get("from") == "estop")
     return accepted, left
