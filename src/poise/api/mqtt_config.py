@@ -188,24 +188,15 @@ def unsupported_protocol(exc: BaseException) -> bool:
     return _connack_code(exc) in PROTOCOL_REFUSALS
 
 
-#: Options of every MQTT connection's socket: ``TCP_NODELAY``. With Nagle's algorithm (the
+#: Options of the e-stop listener's socket: ``TCP_NODELAY``. With Nagle's algorithm (the
 #: default) a small packet waits for the acknowledgement of the one before, and the broker
 #: delays that acknowledgement (Linux: 40 ms): the e-stop's answer and its retained ``$state``
-#: go out back to back on the e-stop's connection, and ``$state`` reached a dashboard 40-80 ms
-#: after the e-stop's publish instead of 5-10 ms; a dragged target's samples (50 Hz) waited
-#: the same way. (aiomqtt's ``socket_options``; paho's ``on_socket_open``:
-#: :func:`no_delay`.)
+#: go out back to back on that connection, and ``$state`` reached a dashboard 40-80 ms after
+#: the e-stop's publish instead of 5-10 ms. Only there: on every connection it broke the
+#: tracking of a reference streamed without sample times (stamped on arrival: 4 mm RMS with
+#: Nagle, 59-113 mm without; not yet understood).
 SOCKET_OPTIONS = ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),)
 
 
-def no_delay(_client: Any, _userdata: Any, sock: Any) -> None:
-    """paho's ``on_socket_open``: :data:`SOCKET_OPTIONS` on the new socket (a websocket
-    wrapper without ``setsockopt`` is left as it is)."""
-    setsockopt = getattr(sock, "setsockopt", None)
-    if setsockopt is not None:
-        for option in SOCKET_OPTIONS:
-            setsockopt(*option)
-
-
 __all__ = ["AUTH_REFUSALS", "MAX_RATE_HZ", "PROTOCOLS", "SOCKET_OPTIONS", "MqttConfig",
-           "connect_refusal", "no_delay", "unsupported_protocol"]
+           "connect_refusal", "unsupported_protocol"]

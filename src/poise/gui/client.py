@@ -28,7 +28,6 @@ import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
 from PySide6 import QtCore
 
-from poise.api.mqtt_config import no_delay
 from poise.api.topics import command_topic, decode, split_topic, topic
 from poise.gui.broker import ROBOT_TOPICS, BrokerURL
 
@@ -78,7 +77,6 @@ class MqttLink(QtCore.QObject):
         self._client.on_disconnect = self._on_disconnect
         self._client.on_connect_fail = self._on_connect_fail
         self._client.on_message = self._on_message
-        self._client.on_socket_open = no_delay
         self._started = False
 
     # ------------------------------------------------------------------ lifecycle (GUI thread)

@@ -235,7 +235,7 @@ class UrgentListener:
     async def _session(self) -> None:
         cfg, topics = self.config, self.topics
         ident = f"poise-{cfg.robot_id}-{os.getpid()}-estop-{random.randrange(1 << 32):08x}"
-        async with mqtt_client(cfg, identifier=ident) as client:
+        async with mqtt_client(cfg, identifier=ident, no_delay=True) as client:
             for name in URGENT_TOPICS:
                 await client.subscribe(topics.set(name), qos=1)
             self._client = client
