@@ -58,7 +58,8 @@ OWN_CALLS = frozenset({CallKind.CLOSE, CallKind.DEVICE_PID, CallKind.SERVE_URGEN
 class RealtimeChild:
     """The real-time process: the controller, the ring writer, the command servers.
     ``priority``: the e-stop server's ``SCHED_FIFO`` priority (``loop.priority``; 0: the
-    normal scheduler), the only one of its threads that takes it (the loop takes its own)."""
+    normal scheduler); of the threads here only the e-stop server takes it (the loop, and the
+    MQTT e-stop listener once served, take theirs themselves)."""
 
     def __init__(self, ctl: Any, ring: CycleRing, down: connection.Connection,
                  estop: connection.Connection, up: connection.Connection,
@@ -304,11 +305,12 @@ def child_main(config: Config, ring_name: str, down: connection.Connection,
         from poise.controller.loop import Controller
 
         # the process stays at the normal scheduler: only the threads that must run on time
-        # take SCHED_FIFO themselves (the loop, the e-stop server and the MQTT e-stop
-        # listener). A process-wide priority made every thread real-time, the command server
-        # and the pump too: a flood of commands, or the kernels loading at a start, then held
-        # both CPUs of a 2-core machine at the loops' priority, above the virtual devices,
-        # and another controller's device went unserved for 100-240 ms (its watchdog fired)
+        # take SCHED_FIFO themselves (the loop, the e-stop server, the MQTT e-stop listener
+        # and its $state announcer). A process-wide priority made every thread real-time,
+        # the command server and the pump too: a flood of commands, or the kernels loading
+        # at a start, then held both CPUs of a 2-core machine at the loops' priority, above
+        # the virtual devices, and another controller's device went unserved for 100-240 ms
+        # (its watchdog fired)
         ctl = Controller(config, launched=launched)
         ring = CycleRing.attach(ring_name)
     except Exception as exc:
