@@ -19,11 +19,14 @@ import threading
 
 import pytest
 
+from conftest import wait_until
 from poise.api.state import State
 from poise.benchmarks import startup
 from poise.cli import build_parser, command_modules, owner
-from poise.controller.config import ConfigError, load_config
+from poise.controller.config import ConfigError, build_model, load_config
 from poise.controller.realtime import RealtimeController, RealtimeError
+from poise.controller.realtime.process import ChildProcess
+from poise.controller.ring import CycleRing
 from poise.controller.service import Controller
 from poise.devices.factory import early_device_spec
 from poise.devices.simdevice import launch_early
@@ -200,6 +203,32 @@ def test_a_real_time_process_that_builds_too_slowly_is_abandoned_and_leaves_noth
     with pytest.raises(RealtimeError, match=r"did not build its controller in 0\.05 s"):
         RealtimeController(config(), startup_timeout=0.05, check_gains=True)
     assert not [p for p in mp.active_children() if p.name == "poise-realtime"]
+
+
+@pytest.mark.parametrize("moment", ["launched", "device_ready"])
+def test_a_real_time_process_stopped_while_starting_takes_its_device_and_folder_with_it(
+        tmp_path, monkeypatch, moment):
+    # the parent abandons a start-up with SIGTERM (a Ctrl-C while starting): whenever it
+    # lands, the child stops its virtual device and exits by itself, and the device's
+    # folder is gone by then (the default action ended the child at once, and the orphaned
+    # device removed its folder only after its parent had exited)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the child's tempfile (spawned: it reads it)
+    cfg = config()
+    m = build_model(cfg.model).model
+    child = ChildProcess(cfg, CycleRing.create(m.n, m.m, m.task_dim, capacity=64), None)
+    try:
+        assert wait_until(lambda: list(tmp_path.glob("poise-sim-*")), SLOW, step=0.002), \
+            "the child launched no virtual device"
+        folders = list(tmp_path.glob("poise-sim-*"))
+        if moment == "device_ready":
+            assert wait_until(lambda: (folders[0] / "device").exists(), SLOW)
+        child.proc.terminate()
+        child.proc.join(SLOW)
+        assert child.proc.exitcode == 0  # it ended itself, not the signal's default action
+        assert not list(tmp_path.glob("poise-sim-*"))
+    finally:
+        child.kill()
+        child.release()
 
 
 # ------------------------------------------------------------------ the broker

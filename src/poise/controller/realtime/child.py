@@ -281,22 +281,33 @@ class RealtimeChild:
         self.pump_quit.set()
 
 
+class StartupAbandoned(Exception):
+    """The parent ended the start-up (SIGTERM) while the child compiled its kernels."""
+
+
 def child_main(config: Config, ring_name: str, down: connection.Connection,
                 estop: connection.Connection, up: connection.Connection,
                 parent_pid: int, gain_origins: GainOrigins | None = None, *,
-                launched: SimDevice | None = None) -> None:
+                launched: SimDevice | None = None,
+                signalled: list[int] | None = None) -> None:
     """The real-time process's main thread (after
     :func:`poise.controller.realtime.boot.boot`): :class:`Built` once its controller is,
     :class:`Hello` when it serves. ``gain_origins``: check the configuration's gains against
     the stability bound in between (see
     :func:`~poise.controller.gains.check_configured_gains`; a refusal is a ``ConfigError``
     in the parent). ``launched``: the virtual device the boot started (its imports and plant
-    overlap ours; it takes its real-time priority, one below ours, once started)."""
+    overlap ours; it takes its real-time priority, one below ours, once started).
+    ``signalled``: the signals the boot noted before (they stop the start-up here)."""
     # signal handlers only note the signal (an Event.set there could deadlock on the
     # event's lock held by the interrupted main thread); the main loop polls it
-    signalled: list[int] = []
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides (Ctrl-C reaches both)
-    signal.signal(signal.SIGTERM, lambda signum, _: signalled.append(signum))
+
+    def note(signum: int, _frame: object) -> None:
+        signalled.append(signum)
+
+    if signalled is None:  # else the boot's handler, which also stops the launched device,
+        signalled = []     # stays until the controller owns the device
+        signal.signal(signal.SIGTERM, note)
     if not watch_parent(parent_pid, lambda: signalled.append(signal.SIGHUP)):
         if launched is not None:
             launched.stop()
@@ -318,6 +329,11 @@ def child_main(config: Config, ring_name: str, down: connection.Connection,
             launched.stop()
         _tell(up, Fatal(type(exc).__name__, str(exc)))
         return
+    signal.signal(signal.SIGTERM, note)  # from here the controller closes its device
+    if signalled:  # the parent abandoned the start-up meanwhile
+        ctl.close()
+        ring.close()
+        return
     # built: the parent's start-up timeout stops here (a first start compiles the kernels
     # next, a minute or more on a slow computer)
     _tell(up, Built())
@@ -325,8 +341,17 @@ def child_main(config: Config, ring_name: str, down: connection.Connection,
         # a first start: compile before the gain check (which needs the solvers) and the
         # hello, the parent showing each step (Progress); a failure is connect's to report
         # at the normal scheduler: a minute of compiling must not hold a CPU at SCHED_FIFO
+        def progress(step: object) -> None:
+            if signalled:  # abandoned: no further kernel (each is cached whole or not)
+                raise StartupAbandoned
+            _tell(up, Progress(step))
+
         with contextlib.suppress(Exception):
-            ctl.prepare_kernels(progress=lambda p: _tell(up, Progress(p)))
+            ctl.prepare_kernels(progress=progress)
+        if signalled:
+            ctl.close()
+            ring.close()
+            return
     try:
         if gain_origins is not None:
             from poise.controller.gains import check_configured_gains
