@@ -50,7 +50,9 @@ is checked.
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -180,22 +182,38 @@ class LoopLinearisation:
         self.effort_feedforward = effort_feedforward
         n, m = model.n, model.m
         self.n, self.m, self.k = n, m, model.task_dim
-        gains = actuators or default_gains(model, DEFAULT_RATE)
+        gains = actuators or model_actuators(model)
         self.actuators = gains
         self.b: ActuationBlocks = blocks(model, self.q_star)
         self._C, self._C_inv = np.asarray(model.C, float), np.asarray(model.C_inv, float)
-        F, B = plant_matrices(model, self.q_star, gains, stiffness_scale)
-        self.F, self.B = F, B
-        aug = np.zeros((2 * n + 2 * m, 2 * n + 2 * m))
-        aug[: 2 * n, : 2 * n], aug[: 2 * n, 2 * n:] = F, B
-        from scipy.linalg import expm  # here: its import is 0.3 s of every process's start
-
-        E = expm(aug * self.period)
-        self.Phi, self.Gam = E[: 2 * n, : 2 * n], E[: 2 * n, 2 * n:]
+        self.F, self.B = plant_matrices(model, self.q_star, gains, stiffness_scale)
         #: measured task value: δx = J_h δq
         self.Jh = np.asarray(model.task_jacobian(self.q_star), dtype=float)
         self._cache: dict[tuple, float] = {}
         self._ik_cache: dict[tuple, Any] = {}
+
+    @cached_property
+    def _discrete(self) -> tuple[FloatArray, FloatArray]:
+        """``(Φ, Γ)``, the plant sampled at Δt (zero-order hold): computed at the first
+        use, since a quick plan adopted at once needs only the modes (``expm`` is up to 4 ms
+        of a target's answer)."""
+        n, m = self.n, self.m
+        aug = np.zeros((2 * n + 2 * m, 2 * n + 2 * m))
+        aug[: 2 * n, : 2 * n], aug[: 2 * n, 2 * n:] = self.F, self.B
+        from scipy.linalg import expm  # here: its import is 0.3 s of every process's start
+
+        E = expm(aug * self.period)
+        return E[: 2 * n, : 2 * n], E[: 2 * n, 2 * n:]
+
+    @property
+    def Phi(self) -> FloatArray:
+        """Φ: the sampled plant's state matrix (2n, 2n)."""
+        return self._discrete[0]
+
+    @property
+    def Gam(self) -> FloatArray:
+        """Γ: the sampled plant's input matrix (2n, 2m)."""
+        return self._discrete[1]
 
     # ------------------------------------------------------------------ the plant's modes
 
@@ -435,6 +453,20 @@ def _structural(modes: list[Mode], gains: ActuatorGains) -> list[Mode]:
     return [mo for mo in modes if mo.omega < top]
 
 
+_ACTUATORS: weakref.WeakKeyDictionary[MechanicalModel, ActuatorGains] = \
+    weakref.WeakKeyDictionary()
+
+
+def model_actuators(model: MechanicalModel) -> ActuatorGains:
+    """The devices' default actuator gains for ``model`` at the simulator's rate
+    (:func:`~poise.sim.actuators.default_gains`), computed once per model (they depend on
+    its rest pose only; half a millisecond of every linearisation otherwise)."""
+    gains = _ACTUATORS.get(model)
+    if gains is None:
+        gains = _ACTUATORS[model] = default_gains(model, DEFAULT_RATE)
+    return gains
+
+
 def structural_modes(model: MechanicalModel, q: FloatArray,
                      actuators: ActuatorGains | None = None) -> list[Mode]:
     """The structural modes of the plant at rest at ``q`` (actuator loop closed), slowest
@@ -442,7 +474,7 @@ def structural_modes(model: MechanicalModel, q: FloatArray,
     and the controller."""
     if model.n == model.m:
         return []
-    gains = actuators or default_gains(model, DEFAULT_RATE)
+    gains = actuators or model_actuators(model)
     F, _ = plant_matrices(model, np.asarray(q, dtype=float), gains)
     return _structural(_modes(F), gains)
 
