@@ -286,6 +286,28 @@ def test_subscriber_sees_state_decimated_telemetry_and_command_responses(shared)
     assert batches[-1]["state"] == "active"
 
 
+def test_an_answer_goes_out_at_once_after_the_state_it_brought_not_at_the_next_tick(shared):
+    # telemetry every 20 s: an answer that waited for the pump's next tick would come after
+    # a second batch; it goes out as soon as it is owed, right after the $state it caused
+    from dataclasses import replace
+
+    cfg = replace(shared, rate_hz=0.05)
+    with SyntheticLoop(200) as loop, \
+            MqttBridge(loop, loop.subscribe(), loop.events(), cfg) as bridge:
+        thread = bridge._thread
+        assert bridge.wait_connected(10)
+        with Recorder(cfg) as rec:
+            assert rec.wait_for(lambda m: m.name == "$state", 10) is not None
+            batches = bridge.stats.batches
+            rec.command("run", "start", id="c1")
+            resp = rec.wait_for(lambda m: m.name == "response" and m.json()["id"] == "c1", 15)
+            assert resp is not None and resp.json()["accepted"]
+            assert bridge.stats.batches == batches  # no tick in between
+            names = [(m.name, m.json().get("state")) for m in rec.messages]
+            assert names.index(("$state", "active")) < names.index(("response", None))
+    assert thread is not None and not thread.is_alive()  # a stop does not wait for a tick
+
+
 def test_malformed_and_out_of_range_commands_are_refused_and_the_loop_keeps_running(shared):
     cfg = shared
     topics = Topics(cfg.robot_id)
@@ -502,12 +524,11 @@ def test_embedded_broker_serves_the_bridge_and_a_subscriber():
     assert active is not None and batch is not None and batch.json()["n"] >= 1
 
 
-def test_the_estop_listener_sends_its_small_packets_at_once_without_nagle(broker_url):
-    """TCP_NODELAY on the e-stop listener's connection: with Nagle's algorithm its retained
-    ``$state``, right behind the e-stop's answer on that connection, waited for the broker's
-    delayed acknowledgement (40 ms on Linux) and reached a dashboard 40-80 ms after the e-stop
-    instead of 5-10 ms. The other connections keep the default (on all of them it broke a
-    stream stamped on arrival)."""
+def test_the_service_sends_its_small_packets_at_once_without_nagle(broker_url):
+    """TCP_NODELAY on the bridge's and the e-stop listener's connections: with Nagle's
+    algorithm a small packet waited for the broker's delayed acknowledgement of the one before
+    (40 ms on Linux): a target's ``$state``, and its answer behind it, 36 ms; the e-stop's
+    ``$state`` 40-80 ms. Other clients (the command line's) keep the default."""
     import asyncio
 
     from poise.telemetry.mqtt_client import mqtt_client
@@ -521,6 +542,13 @@ def test_the_estop_listener_sends_its_small_packets_at_once_without_nagle(broker
         assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
     finally:
         listener.stop()
+    try:
+        with SyntheticLoop(200) as loop, MqttBridge(loop, loop.subscribe(), None, cfg) as bridge:
+            assert bridge.wait_connected(10)
+            sock = bridge.intake._client._client.socket()  # type: ignore[union-attr]
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+    finally:
+        forget(cfg)
 
     async def default_option() -> int:
         async with mqtt_client(cfg, identifier=f"nodelay-{uuid.uuid4().hex[:8]}") as c:

@@ -58,6 +58,27 @@ def test_an_older_sample_is_dropped_and_one_at_the_same_instant_replaces_the_new
         ref.push(2.0, [1.0, 2.0])
 
 
+def test_samples_stamped_on_arrival_in_bursts_are_extrapolated_at_the_senders_speed():
+    # a ramp at 1 m/s sent every 20 ms that arrives in pairs (38 ms, then 2 ms apart: a
+    # network that holds one packet back): the last two are 2 ms and 20 mm apart
+    sent = np.arange(1, 13) * 0.02
+    arrived = sent + np.where(np.arange(12) % 2 == 0, 0.018, 0.0)
+    for on_arrival, speed in ((True, 1.0), (False, 10.0)):
+        ref = StreamedReference(np.zeros(1), t0=0.0)
+        for t, x in zip(arrived, sent, strict=True):
+            assert ref.push(float(t), [float(x)], on_arrival=on_arrival)
+        x, v = ref.at(arrived[-1] + 0.02)
+        # on arrival: the slope over SLOPE_SPAN_S (>= 2 intervals), the sender's speed;
+        # sender-stamped: the last two samples' own slope, as the sender's times say
+        assert v[0] == pytest.approx(speed, rel=0.2)
+        assert x[0] == pytest.approx(sent[-1] + speed * 0.02, rel=0.05)
+    # sent evenly and stamped on arrival evenly: the same slope as before (a ramp's)
+    ref = StreamedReference(np.zeros(1), t0=0.0)
+    for t in sent:
+        ref.push(float(t), [2.0 * float(t)], on_arrival=True)
+    assert ref.at(sent[-1] + 0.01)[1][0] == pytest.approx(2.0)
+
+
 def test_samples_with_velocities_are_joined_by_hermite_cubics_whose_slope_is_the_velocity():
     ref = StreamedReference(np.zeros(1))
     ts = np.linspace(0.1, 2.0, 12)

@@ -188,13 +188,14 @@ def unsupported_protocol(exc: BaseException) -> bool:
     return _connack_code(exc) in PROTOCOL_REFUSALS
 
 
-#: Options of the e-stop listener's socket: ``TCP_NODELAY``. With Nagle's algorithm (the
-#: default) a small packet waits for the acknowledgement of the one before, and the broker
-#: delays that acknowledgement (Linux: 40 ms): the e-stop's answer and its retained ``$state``
-#: go out back to back on that connection, and ``$state`` reached a dashboard 40-80 ms after
-#: the e-stop's publish instead of 5-10 ms. Only there: on every connection it broke the
-#: tracking of a reference streamed without sample times (stamped on arrival: 4 mm RMS with
-#: Nagle, 59-113 mm without; not yet understood).
+#: Options of the service's own sockets (the bridge's and the e-stop listener's):
+#: ``TCP_NODELAY``. With Nagle's algorithm (the default) a small packet waits for the
+#: acknowledgement of the one before, and the broker delays that acknowledgement (Linux:
+#: 40 ms) when it has nothing to send back, as after a QoS-0 telemetry batch: a target's
+#: retained ``$state`` waited 36 ms for it, its answer behind it; the e-stop listener's
+#: ``$state`` reached a dashboard 40-80 ms after the e-stop instead of 5-10 ms. (A stream
+#: stamped on arrival then arrived in pairs more often, which the streamed reference's
+#: extrapolation now takes in its stride: :data:`poise.motion.streaming.SLOPE_SPAN_S`.)
 SOCKET_OPTIONS = ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),)
 
 

@@ -304,7 +304,7 @@ class CommandRoom:
                     if self._offset is None:
                         self._offset = now - t
                     stamp = t + self._offset
-                late += not source.push(stamp, x, v)  # type: ignore[call-arg]
+                late += not source.push(stamp, x, v, on_arrival=t is None)  # type: ignore[call-arg]
         if begun:
             s.announce("info", code="stream_started", command=c.name, id=c.id)
         self._refresh(following)

@@ -21,7 +21,8 @@ Two objects, both pure (no clock, no threads; the caller passes the loop's time)
 * :class:`StreamedReference`: the samples ``(t, x)`` [s of loop time, task units] as they
   arrive, possibly with velocities; :meth:`~StreamedReference.at` interpolates linearly
   between them (the slope is the velocity) and, past the newest, extrapolates along the last
-  slope for at most :data:`EXTRAPOLATE_S`, then holds. Thread-safe between one writer (the
+  slope (over :data:`SLOPE_SPAN_S` for samples stamped on arrival) for at most
+  :data:`EXTRAPOLATE_S`, then holds. Thread-safe between one writer (the
   command thread) and one reader (the loop).
 * :class:`ReferenceFilter`: a critically damped second-order tracker of ``(x_d, ẋ_d)`` in
   task space, with the reference's velocity fed forward (no lag on a ramp; ``ẍ_d / ω²`` on a
@@ -47,6 +48,10 @@ from poise.models.base import FloatArray
 #: then holds [s]: a stream of samples every 20 ms (50 Hz) is followed without waiting for the
 #: next one, and a stream that stops halts the arm within this.
 EXTRAPOLATE_S = 0.1
+#: Past a newest sample stamped on arrival, the slope extrapolated along is taken over at
+#: least this span of samples [s] (:func:`_recent_slope`): more than two intervals of a 50 Hz
+#: stream (0.1 s followed a 0.1 m, 0.25 Hz sine 6.0 mm RMS, 0.05 s 4.9 mm).
+SLOPE_SPAN_S = 0.05
 #: A cycle later than this many periods advances the reference filter in sub-steps of at most
 #: one period (its explicit step stays stable, ω Δt ≤ 2π · 5 Hz · Δt), and at most this many.
 MAX_FILTER_SUBSTEPS = 100
@@ -75,6 +80,7 @@ class StreamedReference:
         self._points: list[FloatArray] = [x0]
         self._velocities: list[FloatArray | None] = [None]
         self._lock = threading.Lock()
+        self._newest_on_arrival = False  # the newest sample's stamp is its arrival
         #: Samples received, and those refused as older than the newest.
         self.received = 0
         self.out_of_order = 0
@@ -86,10 +92,13 @@ class StreamedReference:
             return self._times[-1], self._points[-1]
 
     def push(self, t: float, x: Sequence[float] | FloatArray,
-             v: Sequence[float] | FloatArray | None = None) -> bool:
+             v: Sequence[float] | FloatArray | None = None, *, on_arrival: bool = False
+             ) -> bool:
         """Add the sample ``x`` at loop time ``t`` [s] (with its velocity ``v``
         [task units/s] when the sender knows it). One at the newest sample's time replaces
-        it; one older is dropped (False): samples are never reordered.
+        it; one older is dropped (False): samples are never reordered. ``on_arrival``: ``t``
+        is when it arrived, not when it was sent (its interval to the one before carries the
+        network's jitter: past it, the slope is taken over :data:`SLOPE_SPAN_S`).
 
         Raises:
             ValueError: a point or velocity of the wrong size, or not finite.
@@ -105,11 +114,13 @@ class StreamedReference:
         with self._lock:
             if t == self._times[-1] and len(self._times) > 1:  # the same instant: it wins
                 self.received += 1
+                self._newest_on_arrival = on_arrival
                 self._points[-1], self._velocities[-1] = point, vel
                 return True
             if not t > self._times[-1]:
                 self.out_of_order += 1
                 return False
+            self._newest_on_arrival = on_arrival
             self.received += 1
             self._times.append(float(t))
             self._points.append(point)
@@ -136,12 +147,24 @@ class StreamedReference:
             # past the newest: along its slope (or its own velocity) for a while, then hold
             last, vlast = points[-1], vels[-1]
             if vlast is None:
-                vlast = ((points[-1] - points[-2]) / (times[-1] - times[-2])
-                         if len(times) > 1 else np.zeros(self.task_dim))
+                vlast = np.zeros(self.task_dim) if len(times) < 2 else \
+                    _recent_slope(times, points) if self._newest_on_arrival else \
+                    (points[-1] - points[-2]) / (times[-1] - times[-2])
             ahead = t - times[-1]
             if ahead < EXTRAPOLATE_S:
                 return last + vlast * ahead, vlast.copy()
             return last + vlast * EXTRAPOLATE_S, np.zeros(self.task_dim)
+
+
+def _recent_slope(times: list[float], points: list[FloatArray]) -> FloatArray:
+    """The newest sample's slope over at least :data:`SLOPE_SPAN_S` (or every sample kept):
+    the secant from the newest sample back to the last one at least that much older. Two
+    samples that arrived together (stamped on arrival, a burst after a network stall) are
+    close in time but a whole sample interval apart in space: their own slope is many times
+    the reference's speed, and the reference extrapolated along it ran ahead of the sender."""
+    j = bisect.bisect_right(times, times[-1] - SLOPE_SPAN_S) - 1
+    j = min(max(j, 0), len(times) - 2)
+    return (points[-1] - points[j]) / (times[-1] - times[j])
 
 
 def _hermite(x0: FloatArray, x1: FloatArray, v0: FloatArray, v1: FloatArray, t0: float,

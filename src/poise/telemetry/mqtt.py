@@ -195,6 +195,7 @@ class MqttBridge:
         if self._loop is not None and self._stopping is not None:
             with contextlib.suppress(RuntimeError):
                 self._loop.call_soon_threadsafe(self._stopping.set)
+            self.outbox.wake()  # the pump waits for owed messages between its ticks
         if self._urgent is not None:
             self._urgent.stop(timeout)
         self._thread.join(timeout)
@@ -283,7 +284,7 @@ class MqttBridge:
         ident = f"poise-{cfg.robot_id}-{os.getpid()}-{random.randrange(1 << 32):08x}"
         if self._v5 is None:
             self._v5 = await self._speaks_v5(ident)
-        async with mqtt_client(cfg, will=will, identifier=ident,
+        async with mqtt_client(cfg, will=will, identifier=ident, no_delay=True,
                                queue_type=self.intake.queue_type(), v5=self._v5) as client:
             client.pending_calls_threshold = WINDOW + 16  # our window, not a warning per call
             if self._v5:  # live retained commands arrive flagged, so they are refused too
@@ -350,12 +351,14 @@ class MqttBridge:
             self.intake.tick(client)
             await self.publisher.tick(client)
             next_t += period
-            delay = next_t - time.monotonic()
-            if delay < 0:  # fell behind (slow broker): keep the rate, skip the backlog
-                next_t = time.monotonic()
-                delay = 0
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), delay)
+            if next_t < time.monotonic():  # fell behind (slow broker): keep the rate, skip
+                next_t = time.monotonic()  # the backlog
+            # until the next tick, an answer owed goes out at once (with the events and the
+            # $state before it), not up to a telemetry period later
+            while not self._stopping.is_set() and \
+                    await self.outbox.wait_owed(next_t - time.monotonic(),
+                                                self._stopping.is_set):
+                await self.publisher.owed(client)
 
 
 __all__ = ["URGENT_SWITCH_INTERVAL", "WINDOW", "BridgeStats", "CommandHandler", "MqttBridge",

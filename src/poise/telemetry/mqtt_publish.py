@@ -94,14 +94,46 @@ class Outbox:
     def __init__(self) -> None:
         self._owed: collections.deque[tuple[str, bytes]] = collections.deque(maxlen=100_000)
         self._lock: asyncio.Lock | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        #: Set (on the bridge's event loop) when something is owed (:meth:`wait_owed`).
+        self._pending: asyncio.Event | None = None
 
     def append(self, topic: str, payload: bytes) -> None:
-        """Owe ``payload`` on ``topic`` (any thread)."""
+        """Owe ``payload`` on ``topic`` (any thread); the bridge's pump is woken for it."""
         self._owed.append((topic, payload))
+        self.wake()
+
+    def wake(self) -> None:
+        """End a :meth:`wait_owed` now (any thread)."""
+        loop, pending = self._loop, self._pending
+        if loop is not None and pending is not None:
+            with contextlib.suppress(RuntimeError):  # the loop closed: the next one flushes
+                loop.call_soon_threadsafe(pending.set)
 
     def bind(self) -> None:
-        """Make the lock of :meth:`flush` on the running event loop (the bridge's)."""
+        """Make the lock of :meth:`flush` and the event of :meth:`wait_owed` on the running
+        event loop (the bridge's)."""
         self._lock = asyncio.Lock()
+        self._pending = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+
+    async def wait_owed(self, timeout: float, stop: Callable[[], bool] = lambda: False
+                        ) -> bool:
+        """Wait up to ``timeout`` s until something is owed or ``stop()`` holds (checked
+        when :meth:`wake` is called); whether something is owed and no stop was asked."""
+        pending = self._pending
+        assert pending is not None
+        end = time.monotonic() + timeout
+        while not self._owed and not stop():
+            pending.clear()
+            if self._owed:  # owed between the check and the clear (its wake-up then follows)
+                break
+            remaining = end - time.monotonic()
+            if remaining <= 0:
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(pending.wait(), remaining)
+        return bool(self._owed) and not stop()
 
     async def flush(self, client: aiomqtt.Client) -> None:
         """Publish owed QoS-1 messages in order, up to :data:`WINDOW` in flight; each leaves
@@ -178,18 +210,8 @@ class TelemetryPublisher:
                           broker=self.config.url, target=target)
 
     async def tick(self, client: aiomqtt.Client) -> None:
-        """Events, $state, params, owed messages, one telemetry batch."""
-        if self.events is not None:
-            for event in self.events.drain():
-                self.stats.events += 1
-                self.outbox.append(self.topics.events, dumps(event.as_dict()))
-                if event.kind == "state":
-                    self._state_reason = str(event.data.get("cause", ""))
-                    await self._publish_transition(client, event)
-                elif event.kind == "param":
-                    self.params_dirty = True
-        await self.publish_status(client)
-        await self.outbox.flush(client)
+        """Events, $state, params, owed messages (:meth:`owed`), one telemetry batch."""
+        await self.owed(client)
         if self.samples is not None:
             batch = self.samples.drain()
             if batch:
@@ -202,6 +224,23 @@ class TelemetryPublisher:
                 self.stats.samples_sent += len(batch)
                 if self._records is not None:
                     await self._publish_records(client, batch)
+
+    async def owed(self, client: aiomqtt.Client) -> None:
+        """The events since the last call, ``$state`` and ``params`` if they changed, then
+        the owed messages, in that order: a command's answer never arrives before the
+        ``$state`` it brought about. The pump calls it between its ticks as soon as an answer
+        is owed (:meth:`Outbox.wait_owed`), not only at the telemetry's rate."""
+        if self.events is not None:
+            for event in self.events.drain():
+                self.stats.events += 1
+                self.outbox.append(self.topics.events, dumps(event.as_dict()))
+                if event.kind == "state":
+                    self._state_reason = str(event.data.get("cause", ""))
+                    await self._publish_transition(client, event)
+                elif event.kind == "param":
+                    self.params_dirty = True
+        await self.publish_status(client)
+        await self.outbox.flush(client)
 
     async def publish_status(self, client: aiomqtt.Client) -> None:
         """Republish the retained ``$state`` and ``params`` if they changed."""
