@@ -176,6 +176,18 @@ def test_bench_tracking_refuses_bad_options():
         main(["bench", "tracking", "--kinds", "square"])
 
 
+def test_the_references_go_about_a_centre_given_instead_of_the_examples_target():
+    (case,) = tracking.cases_for(["double_pendulum"], ["fb"], ["alg1"], [0.1], ["sine"],
+                                 ["stream"], centre=[0.4])
+    assert case.centre == (0.4,)
+    with pytest.raises(ValueError, match="2 coordinates"):
+        tracking.cases_for(["soft_arm_stiff"], ["fb"], ["alg1"], [0.1], ["circle"],
+                           ["stream"], centre=[0.4])
+    (out,) = tracking.run([case])["cases"]
+    assert out["centre"] == pytest.approx([0.4]) and out["status"] == "ok"
+    assert out["rms_pct"] <= 10.0  # followed there within the goal, as about 0.5
+
+
 def test_trajectory_cases_run_through_run_trajectory_and_a_refusal_is_reported():
     """The trajectory path through ``SimulatedLoop.run_trajectory``: a 0.1 Hz sine followed
     within the goal in ff on the model (timed from the trajectory's own time 0, after the

@@ -89,17 +89,20 @@ class TargetResult:
 
 
 def config_for(name: str, mode: str, algorithm: str, plant: str | None = None, *,
-               example_target: bool = False) -> Config:
+               example_target: bool = False, target: Sequence[float] | None = None
+               ) -> Config:
     """The bundled example of ``name`` in ``mode`` with ``algorithm``, default gains, no
-    target (the arm starts holding its rest pose; ``example_target``: the example's target),
-    no MQTT; ``plant``: the simulated robot's true parameters (a model file,
-    ``device.sim_params``; None: as the model says)."""
+    target (the arm starts holding its rest pose; ``example_target``: the example's target;
+    ``target``: this one), no MQTT; ``plant``: the simulated robot's true parameters (a model
+    file, ``device.sim_params``; None: as the model says)."""
     keys: dict[str, tuple[Any, str]] = {
         "loop.mode": (mode, "bench"), "algorithm.name": (algorithm, "bench"),
         "mqtt.enabled": (False, "bench"),
         "algorithm.gamma": ("auto", "bench"), "algorithm.gamma_z": ("auto", "bench"),
         "algorithm.gamma_e": ("auto", "bench")}
-    if not example_target:
+    if target is not None:
+        keys["algorithm.target"] = (list(target), "bench")
+    elif not example_target:
         keys["algorithm.target"] = (None, "bench")
     if plant is not None:
         keys["device.sim_params"] = (os.path.abspath(plant), "bench")

@@ -84,8 +84,9 @@ from poise.sim.params import load_physical
 @dataclass(frozen=True)
 class Case:
     """One case: a robot, mode, algorithm, kind, frequency [Hz] (0 for steps), how the
-    reference is sent, the plant (a model file; None: the model), the sensor-noise seed and
-    the amplitude [fraction of the reach]; ``trace``: keep the window's samples (a figure)."""
+    reference is sent, the plant (a model file; None: the model), the sensor-noise seed,
+    the amplitude [fraction of the reach] and the centre [task units] (None: the example's
+    target); ``trace``: keep the window's samples (a figure)."""
 
     robot: str
     mode: str
@@ -96,6 +97,7 @@ class Case:
     plant: str | None = None
     seed: int = SEED
     amplitude: float = AMPLITUDE
+    centre: tuple[float, ...] | None = None
     trace: bool = field(default=False, compare=False)
 
     @property
@@ -114,7 +116,7 @@ def run_case(case: Case) -> dict[str, Any]:
     """One case (see the module docstring): the figures, the flags and the physics."""
     t_wall = time.perf_counter()
     loop = SimulatedLoop(config_for(case.robot, case.mode, case.algorithm, case.plant,
-                                    example_target=True), seed=case.seed)
+                                    example_target=True, target=case.centre), seed=case.seed)
     model = loop.model
     loop.start()
     loop.run(SETTLE_S)
@@ -229,19 +231,28 @@ def _follow(loop: SimulatedLoop, ref: Reference, stream: bool, origin: float = 0
 def cases_for(robots: Sequence[str], modes: Sequence[str], algorithms: Sequence[str],
               freqs: Sequence[float], kinds: Sequence[str], how: Sequence[str],
               plants: Mapping[str, str] | None = None, seed: int = SEED,
-              amplitude: float = AMPLITUDE) -> list[Case]:
+              amplitude: float = AMPLITUDE, centre: Sequence[float] | None = None
+              ) -> list[Case]:
     """Every case of the selection: sine on 1-D tasks, circle on 2-D ones, steps on all;
-    for a robot with a plant, each case on the model and on the plant."""
+    for a robot with a plant, each case on the model and on the plant; about ``centre``
+    (None: each example's target).
+
+    Raises:
+        ValueError: a centre whose size is not a robot's task dimension."""
     from poise.models.registry import load_model
 
     plants = dict(plants or {})
     out = []
     for robot in robots:
         dim = load_model(robot).task_dim
+        if centre is not None and len(centre) != dim:
+            raise ValueError(f"--centre {' '.join(f'{c:g}' for c in centre)}: {robot}'s task "
+                             f"has {dim} coordinates")
         refs = [(k, f) for k in kinds if k != "steps" and (k == "sine") == (dim == 1)
                 for f in freqs] + [("steps", 0.0) for k in kinds if k == "steps"]
         for plant in (None, plants.get(robot)) if robot in plants else (None,):
-            out += [Case(robot, m, a, k, f, h, plant, seed, amplitude) for m in modes
+            out += [Case(robot, m, a, k, f, h, plant, seed, amplitude,
+                         None if centre is None else tuple(map(float, centre))) for m in modes
                     for a in algorithms for k, f in refs for h in how]
     return out
 

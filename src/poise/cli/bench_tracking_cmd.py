@@ -53,6 +53,9 @@ def register(commands: argparse._SubParsersAction, groups: dict) -> None:
     p.add_argument("--amplitude", type=float, default=tp.AMPLITUDE, metavar="FRACTION",
                    help=f"amplitude, radius and step as a fraction of the reach (default "
                    f"{tp.AMPLITUDE:g})")
+    p.add_argument("--centre", nargs="+", type=float, metavar="X",
+                   help="the references' centre [task units] (default: each example's "
+                   "target), e.g. where a robot holds the whole circle")
     p.add_argument("--plant", action="append", default=[], metavar="NAME[=FILE]",
                    help="also run robot NAME's cases on a simulated robot that differs from "
                    "the controller's model: the true parameters of the model file FILE, or "
@@ -136,7 +139,8 @@ def _simulated(args: argparse.Namespace, robots: list[str], modes: list[str],
     try:
         plants = parse_plants(args.plant, make, named=named, robots=robots)
         cases = tracking.cases_for(robots, modes, algorithms, freqs, _flat(args.kinds),
-                                   _flat(args.how), plants, args.seed, args.amplitude)
+                                   _flat(args.how), plants, args.seed, args.amplitude,
+                                   args.centre)
         if args.figure:
             cases = tracking.with_traces(cases)
         with progress_bar(len(cases), "bench tracking", unit="case", quiet=args.quiet) as bar:
