@@ -214,7 +214,7 @@ def test_the_preview_is_the_shaped_sum_of_the_advanced_trajectory(gaps_points, k
     trajectory, times, points = _build(gaps_points)
     shaper = (Shaper.zv(MODE).then(Shaper.zvd(Mode(9.0, 0.1))) if kind == "two"
               else getattr(Shaper, kind)(MODE))
-    preview = Previewed(trajectory, shaper)
+    preview = Previewed(trajectory, shaper, compensate=False)
     c = float(np.dot(shaper.amplitudes, shaper.times))
     assert preview.start == pytest.approx(-c)
     assert preview.duration == pytest.approx(times[-1] + shaper.times[-1] - c)
@@ -257,11 +257,38 @@ def test_the_preview_of_a_fast_move_leaves_its_mode_still(kind):
     assert shaped < 1e-6 * unshaped  # zero vibration, to the integrator's accuracy
 
 
+def test_the_compensated_preview_keeps_a_slow_sines_amplitude_and_still_rests_at_its_ends():
+    # a ZVD shaper of a 0.83 Hz mode (the soft arm's) takes κω² = 3.5 % off a 0.1 Hz sine;
+    # shaping x − κ ẍ instead leaves κ²ω⁴ (0.1 %), and the reference still leaves x_0 and
+    # reaches x_{K−1} at rest
+    times = np.arange(0.0, 40.01, 0.02)
+    trajectory = Trajectory(times, np.sin(2 * math.pi * times / 10)[:, None])
+    mode = Mode(2 * math.pi * 0.83, 0.09)
+    shaper = Shaper.zvd(mode)
+    plain = Previewed(trajectory, shaper, compensate=False)
+    preview = Previewed(trajectory, shaper)
+    loss = preview.spread * (2 * math.pi / 10) ** 2
+    assert 0.03 < loss < 0.04
+    inner = np.linspace(10.0, 30.0, 500)
+    x = np.array([trajectory.at(t)[0][0] for t in inner])
+    err_plain = np.abs(np.array([plain.at(t)[0][0] for t in inner]) - x).max()
+    err = np.abs(np.array([preview.at(t)[0][0] for t in inner]) - x).max()
+    assert err_plain == pytest.approx(loss, rel=0.1)
+    assert err <= 2 * loss**2 + 1e-4
+    for t, point in ((preview.start, 0.0), (preview.duration, float(np.sin(8 * math.pi)))):
+        xv, v = preview.at(t)
+        assert xv[0] == pytest.approx(point, abs=1e-9) and abs(v[0]) < 1e-9
+    # shaped, x − κ ẍ still leaves the mode still: no more ringing than the plain preview
+    # leaves (both ~0: the shaper cancels the mode for any input)
+    ringing = _residual_vibration(preview, preview.duration + 2, mode)
+    assert ringing <= max(1e-6, 2 * _residual_vibration(plain, plain.duration + 2, mode))
+
+
 def test_the_preview_of_a_slow_sine_does_not_lag():
     times = np.arange(0.0, 20.01, 0.1)
     trajectory = Trajectory(times, np.sin(2 * math.pi * times / 10)[:, None])  # 0.1 Hz
     shaper = Shaper.zv(Mode(4 * math.pi, 0.05))  # 2 Hz: impulses 0.25 s apart
-    preview = Previewed(trajectory, shaper)
+    preview = Previewed(trajectory, shaper, compensate=False)
     c = preview.lead
     inner = np.linspace(2.0, 18.0, 400)
     x = np.array([trajectory.at(t)[0][0] for t in inner])

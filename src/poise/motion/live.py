@@ -177,7 +177,11 @@ def prepare_trajectory(model: MechanicalModel, trajectory: Trajectory, q_bar: Fl
     (see the module docstring): shaped on the structural modes of the loop linearised at
     q̄ (``[loop] shaper``), after a lead-in when its first waypoint is farther than
     ``tolerance`` from ``h(q̄)``; each checked (:func:`~poise.motion.trajectory.
-    check_trajectory`) as shaped, the trajectory from where the lead-in ends.
+    check_trajectory`) as shaped, the trajectory from where the lead-in ends. The
+    trajectory's preview compensates the shaper's attenuation of slow motion
+    (:class:`~poise.motion.trajectory.Previewed`) where the actuators' limits allow that,
+    else it is shaped as it is (the compensation adds acceleration where the trajectory's
+    own changes fast).
 
     Raises:
         TrajectoryRefused: a part is unreachable, unstable or too fast; the message names
@@ -195,7 +199,8 @@ def prepare_trajectory(model: MechanicalModel, trajectory: Trajectory, q_bar: Fl
     peaks_v, peaks_a = [], []
     if float(np.linalg.norm(points[0] - model.fk(q_bar))) > tolerance:
         lead_in = lead_in_time(model, q_bar, points[0], limits)
-        lead = Previewed(Trajectory([0.0, lead_in], [model.fk(q_bar), points[0]]), kind)
+        lead = Previewed(Trajectory([0.0, lead_in], [model.fk(q_bar), points[0]]), kind,
+                         compensate=False)  # a move to rest at its end: nothing to keep
         try:
             path = check_trajectory(lead, model, limits, period=period, tolerance=tolerance,
                                     q_start=q_bar)
@@ -208,9 +213,14 @@ def prepare_trajectory(model: MechanicalModel, trajectory: Trajectory, q_bar: Fl
         start = path.q[-1]
         peaks_v.append(path.peak_rate)
         peaks_a.append(path.peak_accel)
-    main = Previewed(trajectory, kind)
-    path = check_trajectory(main, model, limits, period=period, tolerance=tolerance,
-                            q_start=start)
+    try:  # the shaper's attenuation compensated where the limits allow it, else as shaped
+        main = Previewed(trajectory, kind)
+        path = check_trajectory(main, model, limits, period=period, tolerance=tolerance,
+                                q_start=start)
+    except TrajectoryRefused:
+        main = Previewed(trajectory, kind, compensate=False)
+        path = check_trajectory(main, model, limits, period=period, tolerance=tolerance,
+                                q_start=start)
     parts.append(main)
     peaks_v.append(path.peak_rate)
     peaks_a.append(path.peak_accel)
