@@ -157,7 +157,8 @@ class Lines:
 
 @pytest.mark.parametrize("args", [("--duration", "nan"), ("--duration", "0"),
                                   ("--duration", "-5"), ("--rate", "0.001"),
-                                  ("--set", "algorithm.gamma=1e9")])
+                                  ("--set", "algorithm.gamma=1e9"),
+                                  ("--model", "panda")])  # a pose chain: no statics
 def test_bad_durations_and_rates_exit_2_before_anything_starts(tmp_path, args):
     proc = run_poise("--no-mqtt", "--no-log", *args, cwd=tmp_path)
     _, err = proc.communicate(timeout=120)

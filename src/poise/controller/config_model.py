@@ -40,14 +40,21 @@ def build_model(cfg: ModelConfig) -> ControllerModel:
     without one its keys override the base model's description.
 
     Raises:
-        ConfigError: unknown model, unreadable or invalid calibration file.
+        ConfigError: unknown model, one without actuators (a pose chain), unreadable
+            or invalid calibration file.
     """
     from poise.models import ModelError, load_model, model_from_dict
+    from poise.models.base import MechanicalModel
 
     try:
         model = load_model(cfg.name)
     except ModelError as exc:
         raise ConfigError(f"model.name = {cfg.name!r}: {exc}") from None
+    if not isinstance(model, MechanicalModel):  # a pose chain: no statics to hold
+        raise ConfigError(f"model.name = {cfg.name!r}: poise run does not drive this model: "
+                          f"it must be a model with actuators and statics (family "
+                          f"{getattr(model, 'family', '?')} has none; a pose model for "
+                          f"'poise solve')")
     meta: dict[str, Any] = {}
     if cfg.calibration is not None:
         p = pathlib.Path(cfg.calibration)
