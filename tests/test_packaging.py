@@ -133,3 +133,19 @@ def test_the_continuum_benchmark_ships_in_the_package():
     from poise.benchmarks.scripts import load
 
     assert load("vvl").__name__ == "poise.benchmarks.vvl"
+
+
+def test_output_to_a_closed_pipe_ends_quietly_as_sigpipe_would():
+    """``poise model list | head -0``: the reader is gone before the first line. The command
+    ends with 141 (128 + SIGPIPE, what ``cat`` reports there) and says nothing on stderr,
+    not a BrokenPipeError traceback."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # closed before the command writes anything: every write fails
+    try:
+        out = subprocess.run([sys.executable, "-m", "poise", "model", "list"],
+                             stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120,
+                             check=False)
+    finally:
+        os.close(write_end)
+    assert out.returncode == 141, out.stderr
+    assert out.stderr == ""

@@ -17,9 +17,12 @@ without them).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import pathlib
 import pkgutil
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -147,6 +150,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MissingExtra as exc:  # an optional part (poise[gui], poise[plot] …) is not installed
         print(f"poise: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader went away (``| head``): nothing more to say
+        _silence_stdout()
+        return 128 + signal.SIGPIPE  # what a command ended by SIGPIPE reports
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's final flush of what was still
+    buffered for a closed pipe raises nothing at exit (Python's documented recipe)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 if __name__ == "__main__":  # pragma: no cover
