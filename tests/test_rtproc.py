@@ -29,7 +29,7 @@ from poise.api.bus import Command, CommandResponse, CycleSample
 from poise.api.state import State
 from poise.controller.config import ConfigError, load_config
 from poise.controller.realtime import RealtimeController, StartupCancelled
-from poise.controller.ring import STATES, CycleRing
+from poise.controller.ring import STATES, CycleRing, RingError
 from poise.examples import EXAMPLES_DIR
 from poise.models.actuation import blocks
 from poise.motion.params import ParamError
@@ -138,6 +138,16 @@ def test_ring_round_trips_every_field_across_processes_incl_nan_and_empty():
 
 
 floats = st.floats(allow_nan=True, allow_infinity=True, width=64)
+
+
+def test_a_ring_that_cannot_be_created_is_a_ring_error_that_says_why():
+    # a name already taken in /dev/shm: the OS refuses, and the message names the ring and
+    # the reason (poise run reports it as "cannot start", exit 3, not a traceback)
+    with CycleRing.create(N, M, K, capacity=4) as ring, \
+            pytest.raises(RingError, match=rf"cannot create the cycle ring '{ring.name}' "
+                                           r"\(\d+ bytes\) in shared memory \(/dev/shm\): "
+                                           r"File exists"):
+        CycleRing.create(N, M, K, capacity=4, name=ring.name)
 
 
 @settings(max_examples=60, deadline=None)

@@ -207,6 +207,15 @@ def _run(args: argparse.Namespace, stop: StopFlag) -> int:
         if not args.quiet:
             print(f"poise run: {stop.name} during start-up: stopped", file=sys.stderr)
         return EXIT_CODES["not_reached"]
+    except RuntimeError as exc:
+        from poise.controller.realtime import RealtimeError
+        from poise.controller.ring import RingError
+
+        if not isinstance(exc, RealtimeError | RingError):
+            raise
+        # the real-time process or its shared-memory ring could not start
+        print(f"poise run: cannot start: {exc}", file=sys.stderr)
+        return EXIT_CODES["fault"]
     telemetry = None
     summary: dict[str, Any] | None = None
     refused = False

@@ -127,12 +127,22 @@ class CycleRing:
     def create(cls, n: int, m: int, k: int, *, name: str | None = None,
                capacity: int = DEFAULT_CAPACITY) -> CycleRing:
         """A new, empty ring for records of a model with ``n`` coordinates, ``m`` actuators
-        and a ``k``-dimensional task (``name``: default ``poise_ring_<pid>_<random>``)."""
+        and a ``k``-dimensional task (``name``: default ``poise_ring_<pid>_<random>``).
+
+        Raises:
+            RingError: the shared memory could not be created (the message says why).
+        """
         if min(n, m, k) < 0 or capacity < 1:
             raise ValueError(f"bad ring shape n={n} m={m} k={k} capacity={capacity}")
         layout = Layout(n, m, k)
         name = name or f"poise_ring_{os.getpid()}_{secrets.token_hex(4)}"
-        shm = shared_memory.SharedMemory(name=name, create=True, size=_size(layout, capacity))
+        try:
+            shm = shared_memory.SharedMemory(name=name, create=True,
+                                             size=_size(layout, capacity))
+        except OSError as exc:  # /dev/shm missing, full or not writable
+            raise RingError(f"cannot create the cycle ring '{name}' "
+                            f"({_size(layout, capacity)} bytes) in shared memory (/dev/shm): "
+                            f"{exc.strerror or exc}") from None
         hdr = np.ndarray((HEADER_WORDS,), np.int64, shm.buf, 0)
         hdr[:] = (MAGIC, VERSION, n, m, k, capacity, layout.width, 0)
         del hdr
