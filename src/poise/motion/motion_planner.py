@@ -175,9 +175,7 @@ class MotionPlanner:
         Raises:
             ParamError: an explicit gain at or above the bound at the new target.
         """
-        if state.params is None:
-            raise ValueError("MotionPlanner.refine: the state has no live parameters")
-        params = with_plan(state.params, plan)
+        params = _params_at(plan, state, "refine")
         if self.limits is not None:
             plan = with_reference(plan, state.move_from, params, self.options, self.model,
                                   self.limits, self.stepper_factory)
@@ -192,13 +190,24 @@ class MotionPlanner:
         Raises:
             ParamError: an explicit gain at or above the bound at the new target.
         """
-        if state.params is None:
-            raise ValueError("MotionPlanner.move: the state has no live parameters")
-        params = with_plan(state.params, plan)
+        params = _params_at(plan, state, "move")
         if state.move_from is not None:
             plan = choose_move(plan, state.move_from, params, self.options, self.model,
                                self.limits, self.stepper_factory)
         return Move(plan, params)
+
+
+def _params_at(plan: TargetPlan, state: MotionState, method: str) -> LiveParams:
+    """``state``'s live parameters at ``plan``'s target (:func:`~poise.motion.params.
+    with_plan`).
+
+    Raises:
+        ValueError: ``state`` has none (``method`` is named).
+        ParamError: an explicit gain at or above the bound at the new target.
+    """
+    if state.params is None:
+        raise ValueError(f"MotionPlanner.{method}: the state has no live parameters")
+    return with_plan(state.params, plan)
 
 
 __all__ = ["MotionPlanner", "MotionState", "Move"]
