@@ -112,6 +112,16 @@ def test_timing_percentiles_and_counters():
     assert s["missed_pct"] == pytest.approx(100 * 3 / 153, abs=1e-3)
 
 
+def test_a_cycle_more_than_two_periods_after_the_last_is_a_sensor_gap():
+    t = TimingStats(size=100, period_us=1000.0)
+    for period in (1000.0, 1900.0, 2100.0, 1000.0, 250_000.0):
+        t.record(period, 0.0, 10.0, 50.0, overrun=False)
+    assert t.summary()["gaps"] == 2 and t.summary()["missed"] == 0
+    t.reset()
+    assert t.summary()["gaps"] == 0
+    assert TimingStats(size=10).summary()["gaps"] == 0  # no nominal period: none counted
+
+
 def test_gain_and_target_validation():
     p = LiveParams("alg1", "dls", 1.0, 1.0, 1.0, 0.01, np.zeros(1), "fb")
     assert with_gains(p, {"gamma": 3.0}, 0.002).gamma == 3.0

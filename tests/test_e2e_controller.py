@@ -173,12 +173,15 @@ def test_sensor_timeout_holds_then_faults(sim_device):
         events = ctl.events()
         assert ctl.start().accepted
         time.sleep(0.5)
+        gaps = ctl.timing()["gaps"]
         dev.pause()
         time.sleep(0.25)
         dev.resume()
         assert wait_until(lambda: any(e.data.get("code") == "sensor_resumed"
                                       for e in ctl.history()), 2)
         assert ctl.state == State.RUNNING
+        # the stream's stall is counted (a device-paced loop has no cycle to miss in it)
+        assert wait_until(lambda: ctl.timing()["gaps"] > gaps, 2)
         kinds = [(e.kind, e.data.get("code")) for e in events.drain()]
         assert ("fault", "sensor_timeout") in kinds
         dev.pause()

@@ -478,7 +478,7 @@ def format_summary(s: dict[str, Any]) -> str:
         *move_lines(s.get("move")),
         *log_lines(s.get("log")),
         f"cycles            {t['cycles']}  missed {t['missed']} ({t['missed_pct']} %)  "
-        f"overruns {t['overruns']}",
+        f"overruns {t['overruns']}  sensor gaps {t.get('gaps', 0)}",
         "timing [µs]       p50      p90      p99    p99.9      max",
     ]
     for key in ("period_us", "lateness_us", "compute_us", "latency_us"):

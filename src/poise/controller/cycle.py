@@ -93,7 +93,7 @@ class Cycle:
         self.device: Device | None = None
         #: ``loop.wire``, where the device has a wire path (set at connect).
         self.wire: WirePath | None = None
-        self.timing_stats = TimingStats()
+        self.timing_stats = TimingStats(period_us=self.period * 1e6)
         #: When setpoints went out (the watchdog's diagnosis).
         self.writes = faults.writes
         #: The last cycle's values (q, q̄, x, errors, setpoint, status) for the summary.

@@ -27,6 +27,7 @@ a burst, e.g. its own pacing jittered; not the host's fault, reported apart); ``
 
 from __future__ import annotations
 
+import math
 import threading
 
 import numba
@@ -95,21 +96,30 @@ def ring_percentiles(ring: np.ndarray, qs: np.ndarray) -> np.ndarray:
     return out
 
 
+#: A cycle that came more than this many nominal periods after the one before is a gap: the
+#: sensor stream stalled (a device-paced loop has nothing to miss then, and counts 0 missed).
+GAP_PERIODS = 2.0
+
+
 class TimingStats:
     """Ring buffers of the last ``size`` cycles plus lifetime counters.
 
     Args:
         size: cycles kept for the percentiles (default 65 536: > 60 s at 1 kHz).
+        period_us: the nominal period [µs]: cycles more than :data:`GAP_PERIODS` of it after
+            the one before are counted as ``gaps`` (None: not counted).
     """
 
-    def __init__(self, size: int = 65_536) -> None:
+    def __init__(self, size: int = 65_536, period_us: float | None = None) -> None:
         self.size = size
         self._ring = np.full((len(QUANTITIES), size), np.nan)
         self._i = 0
+        self._gap_us = math.inf if period_us is None else GAP_PERIODS * float(period_us)
         self.cycles = 0
         self.missed = 0
         self.coalesced = 0
         self.overruns = 0
+        self.gaps = 0
         self._lock = threading.Lock()
 
     def record(self, period_us: float, lateness_us: float, compute_us: float,
@@ -125,15 +135,18 @@ class TimingStats:
         self.cycles += 1
         if overrun:
             self.overruns += 1
+        if period_us > self._gap_us:
+            self.gaps += 1
 
     def reset(self) -> None:
         with self._lock:
             self._ring.fill(np.nan)
             self._i = 0
-            self.cycles = self.missed = self.coalesced = self.overruns = 0
+            self.cycles = self.missed = self.coalesced = self.overruns = self.gaps = 0
 
     def summary(self) -> dict[str, object]:
-        """``{quantity: {p50, p90, p99, p99.9, max}, cycles, missed, overruns, missed_pct}``."""
+        """``{quantity: {p50, p90, p99, p99.9, max}, cycles, missed, overruns, gaps,
+        missed_pct}``."""
         table = ring_percentiles(self._ring, _QS)  # without the GIL (the loop goes on)
         out: dict[str, object] = {}
         for k, name in enumerate(QUANTITIES):
@@ -144,7 +157,7 @@ class TimingStats:
                              for key, v in zip(PERCENTILES, table[k], strict=True)}
         total = self.cycles + self.missed
         out.update(cycles=self.cycles, missed=self.missed, coalesced=self.coalesced,
-                   overruns=self.overruns,
+                   overruns=self.overruns, gaps=self.gaps,
                    missed_pct=round(100.0 * self.missed / total, 4) if total else 0.0,
                    window=min(self.cycles, self.size))
         return out
