@@ -330,9 +330,15 @@ def child_main(config: Config, ring_name: str, down: connection.Connection,
         _tell(up, Fatal(type(exc).__name__, str(exc)))
         return
     signal.signal(signal.SIGTERM, note)  # from here the controller closes its device
-    if signalled:  # the parent abandoned the start-up meanwhile
-        ctl.close()
-        ring.close()
+
+    def abandoned() -> bool:
+        """Whether the parent abandoned the start-up (then the controller and ring closed)."""
+        if signalled:
+            ctl.close()
+            ring.close()
+        return bool(signalled)
+
+    if abandoned():
         return
     # built: the parent's start-up timeout stops here (a first start compiles the kernels
     # next, a minute or more on a slow computer)
@@ -348,9 +354,7 @@ def child_main(config: Config, ring_name: str, down: connection.Connection,
 
         with contextlib.suppress(Exception):
             ctl.prepare_kernels(progress=progress)
-        if signalled:
-            ctl.close()
-            ring.close()
+        if abandoned():
             return
     try:
         if gain_origins is not None:
