@@ -111,3 +111,49 @@ def test_a_plant_that_differs_from_the_model_leaves_ff_off_target_and_fb_removes
     for bad in ("double_pendulum", f"dancer={plant}", "double_pendulum=/no/such/file"):
         assert main(["bench", "control", "--models", "double_pendulum", "--targets", "1",
                      "--plant", bad, "--quiet"]) == 2
+
+
+def test_targets_are_the_plants_own_held_configurations(tmp_path):
+    """With ``--plant`` the targets are held by the simulated robot (its true springs and
+    masses) inside its actuator range: the nominal model's targets could lie past what the
+    true robot can reach, and no controller could meet them."""
+    from poise.models import load_model
+    from poise.sim.named import write_named
+
+    plant = write_named("tendon_3link", "mixed15", tmp_path)
+    out = control.run_case("tendon_3link", "ff", "alg1", count=2, plant=plant)
+    loop = SimulatedLoop(control.config_for("tendon_3link", "ff", "alg1"))
+    lo, hi = loop.limits.qa_min, loop.limits.qa_max
+    truth = control.reachable_targets(load_model(plant), lo, hi, 2, control.SEED)
+    nominal = control.reachable_targets(loop.model, lo, hi, 2, control.SEED)
+    got = [np.array(t["target"]) for t in out["targets"]]
+    assert all(np.array_equal(a, b) for a, b in zip(got, truth, strict=True))
+    assert not any(np.allclose(a, b) for a, b in zip(got, nominal, strict=True))
+
+
+def test_calibrated_mode_calibrates_on_the_plant_and_feedforward_lands_in_the_band(tmp_path):
+    """``--plant mixed15 --calibrated``: ``poise calibrate``'s routine runs on the plant first,
+    and feedforward with the identified model lands every target within the band, where the
+    nominal model misses them; the JSON keeps the calibration and what it saw."""
+    path = tmp_path / "control.json"
+    args = ["bench", "control", "--models", "double_pendulum", "--modes", "ff",
+            "--algorithms", "alg1", "--targets", "3", "--plant", "mixed15", "--quiet"]
+    assert main([*args, "--calibrated", "--json", str(path)]) == 0
+    result = json.loads(path.read_text())
+    record = result["calibrations"]["double_pendulum"]
+    assert record["file"] and record["poses"] == 9
+    rms = record["equilibrium_rms_rad"]
+    assert rms["calibrated"] < 0.01 * rms["nominal"]
+    assert [r["coordinate"] for r in record["static_residuals"]["band"]] == ["link1", "link2"]
+    (case,) = result["cases"]
+    assert case["calibration"] == record["file"]
+    assert case["success_pct"] == 100.0
+    assert case["final_error"]["max"] <= case["band_m"]
+    nominal = tmp_path / "nominal.json"
+    assert main([*args, "--json", str(nominal)]) == 0
+    (off,) = json.loads(nominal.read_text())["cases"]
+    assert [t["target"] for t in off["targets"]] == [t["target"] for t in case["targets"]]
+    assert off["final_error"]["max"] > 3 * case["band_m"]
+    # calibrating needs a plant to calibrate on
+    assert main(["bench", "control", "--models", "double_pendulum", "--calibrated",
+                 "--quiet"]) == 2

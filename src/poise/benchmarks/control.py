@@ -6,10 +6,14 @@ gains runs the service's own control step (:class:`~poise.controller.simulate.Si
 against the in-process plant in simulated time — deterministic, as fast as the computer
 allows. The arm starts at rest and is sent to :data:`TARGETS` reachable held targets in turn,
 each commanded from where the previous one left it. A target is a task value ``h(q)`` of a
-stable held configuration ``q`` (``G_u = 0``, ``H_uu ≻ 0``) whose actuators lie in the inner
-80 % of their range, drawn with a fixed seed; the same targets serve every mode and algorithm.
+stable held configuration ``q`` (``G_u = 0``, ``H_uu ≻ 0``) of the simulated robot whose
+actuators lie in the inner 80 % of their range, drawn with a fixed seed; the same targets
+serve every mode and algorithm. With ``--plant`` they are the plant's (its true parameters:
+a target the robot cannot hold within its actuator limits is no test of the controller), so
+the controller's model, nominal or calibrated, is asked for the same reachable targets.
 
-Per target, from the moment it is commanded (task error measured on the true state, not the
+Per target, from the moment it is commanded (task error measured on the true state with the
+plant's own task function — the dancer's centre of mass moves with its true masses — not the
 noisy sensors):
 
 * **success**: the error enters the band ``ε = min(3 mm, 0.5 % of the reach)`` and stays in it
@@ -89,12 +93,13 @@ class TargetResult:
 
 
 def config_for(name: str, mode: str, algorithm: str, plant: str | None = None, *,
-               example_target: bool = False, target: Sequence[float] | None = None
-               ) -> Config:
+               example_target: bool = False, target: Sequence[float] | None = None,
+               calibration: str | None = None) -> Config:
     """The bundled example of ``name`` in ``mode`` with ``algorithm``, default gains, no
     target (the arm starts holding its rest pose; ``example_target``: the example's target;
     ``target``: this one), no MQTT; ``plant``: the simulated robot's true parameters (a model
-    file, ``device.sim_params``; None: as the model says)."""
+    file, ``device.sim_params``; None: as the model says); ``calibration``: a calibration
+    file the controller uses as its statics model (``model.calibration``)."""
     keys: dict[str, tuple[Any, str]] = {
         "loop.mode": (mode, "bench"), "algorithm.name": (algorithm, "bench"),
         "mqtt.enabled": (False, "bench"),
@@ -106,6 +111,8 @@ def config_for(name: str, mode: str, algorithm: str, plant: str | None = None, *
         keys["algorithm.target"] = (None, "bench")
     if plant is not None:
         keys["device.sim_params"] = (os.path.abspath(plant), "bench")
+    if calibration is not None:
+        keys["model.calibration"] = (os.path.abspath(calibration), "bench")
     return load_config(resolve_config(name), keys)
 
 
@@ -137,15 +144,19 @@ def reachable_targets(model: MechanicalModel, qa_min: FloatArray, qa_max: FloatA
 
 
 def run_case(name: str, mode: str, algorithm: str, targets: Sequence[FloatArray] | None = None,
-             *, count: int = TARGETS, seed: int = SEED, plant: str | None = None
-             ) -> dict[str, Any]:
-    """One model, mode and algorithm over the targets (default: :func:`reachable_targets`),
-    against the plant ``plant`` describes (:func:`config_for`)."""
-    loop = SimulatedLoop(config_for(name, mode, algorithm, plant), seed=seed)
-    model = loop.model
+             *, count: int = TARGETS, seed: int = SEED, plant: str | None = None,
+             calibration: str | None = None) -> dict[str, Any]:
+    """One model, mode and algorithm over the targets (default: :func:`reachable_targets` of
+    the simulated robot, so that a nominal and a calibrated run meet the same reachable
+    targets), against the plant ``plant`` describes, the controller using ``calibration``
+    (:func:`config_for`)."""
+    loop = SimulatedLoop(config_for(name, mode, algorithm, plant, calibration=calibration),
+                         seed=seed)
+    truth = loop.plant.physical
     if targets is None:
-        targets = reachable_targets(model, loop.limits.qa_min, loop.limits.qa_max, count, seed)
-    eps = band(model)
+        targets = reachable_targets(truth, loop.limits.qa_min, loop.limits.qa_max, count,
+                                    seed)
+    eps = band(truth)
     loop.start()
     results = [_one_target(loop, i, np.asarray(x, float), eps) for i, x in enumerate(targets)]
     p = loop.params
@@ -155,6 +166,7 @@ def run_case(name: str, mode: str, algorithm: str, targets: Sequence[FloatArray]
             "corrections": retarget.total if retarget is not None else 0,
             "replans": loop.replans,
             "plant_differs": loop.plant.differences,
+            "calibration": calibration,
             "rate_hz": loop.config.loop.rate,
             "gains": {"gamma": p.gamma, "gamma_z": p.gamma_z, "gamma_e": p.gamma_e},
             "targets": [asdict(r) for r in results], **summarise(results)}
@@ -163,7 +175,8 @@ def run_case(name: str, mode: str, algorithm: str, targets: Sequence[FloatArray]
 def _one_target(loop: SimulatedLoop, index: int, target: FloatArray, eps: float
                 ) -> TargetResult:
     model, dt = loop.model, loop.period
-    x0 = np.asarray(model.fk(loop.plant.q), dtype=float)
+    truth = loop.plant.physical  # the task point is where the true robot is
+    x0 = np.asarray(truth.fk(loop.plant.q), dtype=float)
     here = structural_modes(model, loop.step.stepper.q_bar) if loop.step.stepper else []
     loop.set_target(target)
     report = loop.params.stability
@@ -188,7 +201,7 @@ def _one_target(loop: SimulatedLoop, index: int, target: FloatArray, eps: float
             move_s = move.move_time if move is not None else 0.0
             limit = 2.0 + max(10.0, 2 * goal if math.isfinite(goal) else 10.0) + move_s \
                 + (move.shaper.duration if move is not None else 0.0)
-        x = np.asarray(model.fk(loop.plant.q), dtype=float)
+        x = np.asarray(truth.fk(loop.plant.q), dtype=float)
         err = float(np.linalg.norm(target - x))
         if qa_prev is not None:
             ratio = np.abs(out.qa - qa_prev) / dt / rate_limit
@@ -218,12 +231,15 @@ def summarise(results: Sequence[TargetResult]) -> dict[str, Any]:
     ratio = np.array([r.settle_s / r.goal_s for r in ok if math.isfinite(r.goal_s)])
     after = np.array([(r.settle_s - r.move_s) / r.goal_s for r in ok
                       if math.isfinite(r.goal_s)])
+    final = np.array([r.error_m for r in results], dtype=float)
 
     def pct(a: np.ndarray, q: float) -> float | None:
         return float(np.percentile(a, q)) if a.size else None
 
     return {
         "success_pct": 100.0 * len(ok) / len(results) if results else 0.0,
+        # the task error at the end of each target's run (on the true state) [task units]
+        "final_error": {"p50": pct(final, 50), "p95": pct(final, 95), "max": pct(final, 100)},
         "settle_s": {"p50": pct(settle, 50), "p90": pct(settle, 90), "max": pct(settle, 100)},
         "settle_over_3T": {"p50": pct(ratio, 50), "max": pct(ratio, 100)},
         "within_3T_pct": 100.0 * float(np.mean(ratio <= 1.0)) if ratio.size else None,
@@ -240,12 +256,13 @@ def summarise(results: Sequence[TargetResult]) -> dict[str, Any]:
     }
 
 
-def _case(args: tuple[str, str, str, list[list[float]] | None, int, int, str | None]
-          ) -> dict[str, Any]:
-    name, mode, algorithm, targets, count, seed, plant = args
+def _case(args: tuple[str, str, str, list[list[float]] | None, int, int, str | None,
+                      str | None]) -> dict[str, Any]:
+    name, mode, algorithm, targets, count, seed, plant, calibration = args
     t0 = time.perf_counter()
     arrays = None if targets is None else [np.asarray(x, float) for x in targets]
-    out = run_case(name, mode, algorithm, arrays, count=count, seed=seed, plant=plant)
+    out = run_case(name, mode, algorithm, arrays, count=count, seed=seed, plant=plant,
+                   calibration=calibration)
     out["wall_s"] = time.perf_counter() - t0
     return out
 
@@ -253,12 +270,16 @@ def _case(args: tuple[str, str, str, list[list[float]] | None, int, int, str | N
 def run(models: Sequence[str] = MODELS, modes: Sequence[str] = MODES,
         algorithms: Sequence[str] = ALGORITHMS, *, count: int = TARGETS, seed: int = SEED,
         workers: int = 1, progress: Callable[[int], Any] | None = None,
-        plants: Mapping[str, str] | None = None) -> dict[str, Any]:
+        plants: Mapping[str, str] | None = None,
+        calibrations: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Every case (model × mode × algorithm), in ``workers`` processes; JSON-ready.
 
     ``plants``: per model name, a model file of the simulated robot's true parameters
     (``device.sim_params``), the controller keeping its own model: how the defaults cope
     with a model that is off. The others are simulated as the model says.
+    ``calibrations``: per model name, a calibration file the controller uses instead of its
+    nominal statics (``model.calibration``; :mod:`poise.benchmarks.calibrated` makes them on
+    the plant); the targets stay the nominal model's.
 
     Raises:
         ValueError: a plant for a model not run, or a plant file that does not match its
@@ -273,14 +294,16 @@ def run(models: Sequence[str] = MODELS, modes: Sequence[str] = MODES,
         _, physical, _ = load_physical(name, path)
         plant_effects(name, path, physical.n, physical.m)
     t0 = time.perf_counter()
-    jobs = [(name, mode, alg, None, count, seed, plants.get(name)) for name in models
-            for mode in modes for alg in algorithms]
+    calibrations = dict(calibrations or {})
+    jobs = [(name, mode, alg, None, count, seed, plants.get(name), calibrations.get(name))
+            for name in models for mode in modes for alg in algorithms]
     cases: list[dict[str, Any]] = []
     cases.extend(run_each(_case, jobs, workers, progress))
     return {"benchmark": "control", "targets_per_case": count, "seed": seed, "hold_s": HOLD,
             "band": f"min({SUCCESS_ABS * 1e3:g} mm, {SUCCESS_REL * 100:g} % of the reach)",
             "goal": f"settling <= {GOAL_PERIODS:g} periods of the slowest structural mode",
-            "plants": plants, "wall_s": time.perf_counter() - t0, "workers": workers,
+            "plants": plants, "calibrations": calibrations,
+            "wall_s": time.perf_counter() - t0, "workers": workers,
             "load_avg": list(os.getloadavg()), "python": platform.python_version(),
             "numpy": np.__version__, "machine": platform.machine(), "cases": cases}
 
@@ -288,7 +311,8 @@ def run(models: Sequence[str] = MODELS, modes: Sequence[str] = MODES,
 def table(result: dict[str, Any]) -> str:
     """The results as a text table."""
     head = (f"{'model':16} {'mode':4} {'alg':4} {'ok %':>5} {'settle p50':>10} {'max':>6} "
-            f"{'3T':>11} {'max/3T':>7} {'≤3T %':>6} {'ovs %':>6} {'rate':>5} {'resid':>8}")
+            f"{'3T':>11} {'max/3T':>7} {'≤3T %':>6} {'ovs %':>6} {'rate':>5} {'resid':>8} "
+            f"{'err p95':>7}")
     lines = [head, "-" * len(head)]
 
     def f(v: float | None, fmt: str) -> str:
@@ -304,19 +328,26 @@ def table(result: dict[str, Any]) -> str:
             f"{goal:>11} {f(c['settle_over_3T']['max'], '7.2f')} "
             f"{f(c.get('within_3T_after_move_pct'), '6.0f')} "
             f"{c['overshoot_pct_max']:6.1f} {c['peak_rate_max']:5.2f} "
-            f"{c['residual_max']:8.1e}")
+            f"{c['residual_max']:8.1e} {f(_mm(c['final_error']['p95']), '7.2f')}")
     lines.append(
         f"{result['targets_per_case']} targets per case, band {result['band']} held "
         f"{result['hold_s']:g} s; settle [s] from the command; 3T: three periods of the slowest "
         "structural mode (range over the targets); ≤3T %: settled within 3T of the end of the "
         "fastest move the rate limits allow (the goal); ovs: overshoot along the move; rate: peak "
-        "setpoint rate / rate limit; resid: max ‖G_u(q̄)‖ [N·m]; "
+        "setpoint rate / rate limit; resid: max ‖G_u(q̄)‖ [N·m]; err p95: task error at the end "
+        "of a target's run [mm], 95th percentile; "
         f"wall {result['wall_s']:.0f} s, load {result['load_avg'][0]:.1f}")
     for name, path in (result.get("plants") or {}).items():
         differs = next((c["plant_differs"] for c in result["cases"] if c["model"] == name), [])
+        cal = (result.get("calibrations") or {}).get(name)
         lines.append(f"{name}: the simulated robot is {path} ({'; '.join(differs) or 'the same'}),"
-                     " the controller keeps its model")
+                     + (" the controller uses the model calibrated on it" if cal else
+                        " the controller keeps its model"))
     return "\n".join(lines)
+
+
+def _mm(value: float | None) -> float | None:
+    return None if value is None else 1e3 * value
 
 
 def dumps(result: dict[str, Any]) -> str:

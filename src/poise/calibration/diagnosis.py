@@ -125,6 +125,8 @@ def _advice(reg: StaticsRegressor, model: Any, coverage: FloatArray, uncovered: 
                        "quantity per actuated section (e.g. each tendon radius)")
         if len(poses) * reg.n < 2 * len(groups):
             out.append(f"use more poses (now {len(poses)} poses for {len(groups)} parameters)")
+        out.append("or keep what the data cannot determine near the nominal model (--prior "
+                   "0.2: within ±20 %; the weak directions matter least for the statics)")
     return out
 
 

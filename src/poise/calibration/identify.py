@@ -42,7 +42,8 @@ from typing import Any
 
 import numpy as np
 
-from poise.calibration.diagnosis import diagnose, verdict
+from poise.calibration.band import static_residuals
+from poise.calibration.diagnosis import Diagnosis, diagnose, verdict
 from poise.calibration.grouping import (
     DEFAULT_TIES,
     Group,
@@ -69,6 +70,8 @@ RCOND = 1e-8
 MAX_REL_SE = 0.1
 MIN_COVERAGE = 0.1
 HOLDOUT = 0.2
+#: A negative stiffness within this many standard errors of zero is no spring (zero).
+SPRING_SIGMAS = 3.0
 
 
 class NotIdentifiableError(CalibrationError):
@@ -132,6 +135,10 @@ class Identification:
         residuals: per pose, the n statics residuals ``Y π`` [N·m] (N, n).
         covariance: of the free parameters (p_free, p_free), in SI units.
         description: the calibrated model description (``None`` if refused).
+        static_residuals: what the statics cannot explain, for the report
+            (:func:`~poise.calibration.band.static_residuals`).
+        prior, prior_held: the prior's relative standard deviation and the parameters it
+            holds near nominal (None and empty when the data determined every parameter).
     """
 
     identifiable: bool
@@ -168,6 +175,9 @@ class Identification:
     weights: tuple[float, float] = (1.0, 0.0)
     validated: bool = False
     validation: str = ""
+    static_residuals: dict[str, Any] = field(default_factory=dict)
+    prior: float | None = None
+    prior_held: tuple[str, ...] = ()
 
     def value(self, name: str) -> float:
         """Identified value of a parameter by name."""
@@ -194,6 +204,8 @@ class Identification:
             "n_fit": len(self.fit_index), "n_holdout": len(self.holdout_index),
             "validated": self.validated, "validation": self.validation,
             "holdout_index": list(self.holdout_index),
+            "static_residuals": self.static_residuals,
+            "prior": self.prior, "prior_held": list(self.prior_held),
             "units": {"residual": "N*m", "equilibrium": "rad"},
         }
 
@@ -221,6 +233,7 @@ def identify(
     use_unsettled: bool = False,
     raise_on_failure: bool = False,
     predict: bool = True,
+    prior: float | None = None,
 ) -> Identification:
     """Identify the statics parameters of ``model`` from settled ``poses``.
 
@@ -230,7 +243,7 @@ def identify(
         fix: the known quantity that fixes the scale (see :func:`parse_fix`).
         tie: parameter kinds estimated as one group (see :func:`parameter_groups`);
             ``None``: the family's default (:data:`DEFAULT_TIES`: the segment masses of a
-            ``planar_pcc`` arm).
+            ``planar_pcc`` arm), none with a ``prior``.
         holdout: fraction of poses held out for validation, or their indices.
         rcond: relative singular-value threshold of numerical rank.
         max_rel_se: largest acceptable relative standard error along any parameter direction.
@@ -243,6 +256,10 @@ def identify(
         use_unsettled: also fit poses whose settle test timed out.
         raise_on_failure: raise :class:`NotIdentifiableError` instead of returning a refusal.
         predict: compute the equilibrium prediction errors (one statics solve per pose).
+        prior: where the data alone do not determine every parameter (weak directions, every
+            actuator moved), refit with a Gaussian prior of this relative standard deviation
+            at the nominal values (:func:`~poise.calibration.lsq.fit_statics`) and accept the
+            result, naming the parameters the prior holds (``prior_held``). None: refuse.
 
     Raises:
         CalibrationError: no usable poses, bad ``fix`` or ``tie``, unsupported model family.
@@ -250,12 +267,16 @@ def identify(
     One pipeline over the stage modules (group → hold out → fit → diagnose → calibrated model
     → equilibria → result); kept in one function so the order of the stages reads in one place.
     """
+    if prior is not None and not 0.0 < prior < math.inf:
+        raise CalibrationError(f"prior = {prior}: a relative standard deviation > 0 (e.g. 0.2)")
     reg = statics_regressor(model)
     pose_list = [p for p in poses if use_unsettled or p.settled]
     if not pose_list:
         raise CalibrationError("no settled poses to fit (every pose timed out?)")
     k_fix, v_fix = parse_fix(reg, fix)
-    ties = DEFAULT_TIES.get(reg.family, ()) if tie is None else tuple(tie)
+    # a prior resolves what a default tie would, without assuming equal segments
+    ties = (DEFAULT_TIES.get(reg.family, ()) if prior is None else ()) if tie is None \
+        else tuple(tie)
     groups = parameter_groups(reg, ties)
     T = group_matrix(reg, groups)
     g_fix = next(g for g, grp in enumerate(groups) if k_fix in grp.members)
@@ -266,10 +287,19 @@ def identify(
     Y_all = np.stack([reg.rows(q, t) for q, t in zip(qs, taus, strict=True)])  # (N, n, p)
     fit = fit_statics(reg, model, Y_all[fit_idx], qs[fit_idx], qa[fit_idx], groups, T, g_fix,
                       v_fix / T[k_fix, g_fix], kinematics=kinematics, rcond=rcond)
-    pi = fit.pi
-    holdout_rms = _rms(Y_all[hold_idx].reshape(-1, reg.p) @ pi) if hold_idx else math.nan
     diag = diagnose(reg, model, fit, pose_list, groups, groups[g_fix].name, ties,
                     max_rel_se=max_rel_se, min_coverage=min_coverage)
+    held: tuple[str, ...] = ()
+    if (prior is not None and not diag.identifiable
+            and bool(np.all(diag.coverage >= min_coverage))):
+        held = tuple(diag.undetermined)
+        fit = fit_statics(reg, model, Y_all[fit_idx], qs[fit_idx], qa[fit_idx], groups, T,
+                          g_fix, v_fix / T[k_fix, g_fix], kinematics=kinematics, rcond=rcond,
+                          prior=prior)
+        # the prior determines the weak directions: nothing is left undetermined
+        diag = Diagnosis(True, [], [], diag.coverage)
+    pi = _no_spring_within_noise(reg, fit.pi, fit.std_error)
+    holdout_rms = _rms(Y_all[hold_idx].reshape(-1, reg.p) @ pi) if hold_idx else math.nan
     description, calibrated, problems = _calibrated(reg, pi) if diag.identifiable else (
         None, None, [])
     identifiable = diag.identifiable and not problems
@@ -277,12 +307,15 @@ def identify(
         model, calibrated if calibrated is not None else model, pose_list, qs, fit_idx,
         hold_idx, predict)
     validated = bool(hold_idx) and math.isfinite(holdout_rms)
+    residuals = np.einsum("knp,p->kn", Y_all, pi)
     validation = validation_sentence(len(pose_list), hold_idx, holdout_rms, holdout, needed)
     result = Identification(
         identifiable=identifiable,
         message=verdict(model, identifiable, fit.rank, fit.n_free, fit.cond, diag.undetermined,
                         diag.advice, problems, reg.names[k_fix], v_fix,
-                        reg.params[k_fix].unit, groups, validated, validation),
+                        reg.params[k_fix].unit, groups, validated, validation)
+        + (f"; held near their nominal values by the prior (±{prior:.0%}), the data do not "
+           f"determine them: {', '.join(held)}" if held else ""),
         parameters=tuple(
             ParameterEstimate(p.name, p.kind, p.unit, p.nominal, float(pi[i]),
                               float(fit.std_error[i]), fixed=i in groups[g_fix].members)
@@ -295,15 +328,34 @@ def identify(
         fit_index=tuple(fit_idx), holdout_index=tuple(hold_idx),
         undetermined=tuple(diag.undetermined), advice=tuple(diag.advice),
         coverage=diag.coverage, predicted_q=predicted,
-        residuals=np.einsum("knp,p->kn", Y_all, pi), covariance=fit.covariance,
+        residuals=residuals, covariance=fit.covariance,
         description=description, mass_std_error=_mass_std_error(reg, fit.covariance), ties=ties,
         groups=tuple(g.name for g in groups), qa_offset=fit.offsets,
         qa_offset_std_error=fit.offset_std_error, weights=fit.weights, validated=validated,
-        validation=validation,
+        validation=validation, prior=prior if held else None, prior_held=held,
+        static_residuals=static_residuals(model, reg.coordinate_names, residuals, pi[: reg.n],
+                                          pose_list,
+                                          sprung=[p.nominal > 0 for p in reg.params[: reg.n]]),
     )
     if raise_on_failure and not identifiable:
         raise NotIdentifiableError(result)
     return result
+
+
+def _no_spring_within_noise(reg: StaticsRegressor, pi: FloatArray,
+                            std_error: FloatArray) -> FloatArray:
+    """``π`` with a negative stiffness that is zero within :data:`SPRING_SIGMAS` standard errors
+    set to zero: a joint without a spring (the dancer's arm) comes out at ``0 ± noise``, and
+    the noise must not make it unphysical."""
+    k = pi[: reg.n]
+    none = (k < 0) & (k > -SPRING_SIGMAS * std_error[: reg.n])
+    if not np.any(none):
+        return pi
+    out = pi.copy()
+    out[: reg.n][none] = 0.0
+    # its rest torque k·q0 goes with it (no spring, no rest angle)
+    out[reg.n: 2 * reg.n][none] = 0.0
+    return out
 
 
 def _calibrated(reg: StaticsRegressor, pi: FloatArray) -> tuple[

@@ -2,7 +2,9 @@
 
 With the scale group fixed (``θ_f``), the free groups solve ``Y_r θ_r = −y_f θ_f``; with
 ``kinematics`` the actuator kinematics rows ``qa = A q + o`` join them (offsets ``o`` as nuisance
-parameters), each block weighted by ``1/σ̂`` of its own fit. Columns are scaled by each
+parameters), each block weighted by ``1/σ̂`` of its own fit. A ``prior`` adds one row per free
+group that pulls it towards its nominal value (a Gaussian prior, in units of its standard
+deviation like the weighted data rows). Columns are scaled by each
 parameter's typical magnitude before the SVD, so rank, condition number and null-space
 directions compare *relative* changes of parameters with different units.
 
@@ -76,7 +78,8 @@ class _System:
 
 def fit_statics(reg: StaticsRegressor, model: Any, Y_fit: FloatArray, q_fit: FloatArray,
                 qa_fit: FloatArray, groups: Sequence[Group], T: FloatArray, g_fix: int,
-                theta_fix: float, *, kinematics: bool, rcond: float) -> StaticsFit:
+                theta_fix: float, *, kinematics: bool, rcond: float,
+                prior: float | None = None) -> StaticsFit:
     """Solve for the free groups (and offsets) from the fit poses.
 
     Args:
@@ -84,10 +87,16 @@ def fit_statics(reg: StaticsRegressor, model: Any, Y_fit: FloatArray, q_fit: Flo
             measured coordinates and actuator positions.
         groups, T: the parameter groups and ``π = T θ``; g_fix, theta_fix: the scale group.
         kinematics: add the actuator kinematics rows; rcond: rank threshold.
+        prior: relative standard deviation of a Gaussian prior at the nominal values of the
+            free groups (one row ``(θ_j − θ_nom,j) / (prior · |θ_nom,j|)`` each, the column
+            scale where the nominal is 0): directions the data do not determine stay near
+            the nominal model instead of wandering off. None: no prior.
     """
     free = [g for g in range(len(groups)) if g != g_fix]
     system = _stacked_system(reg, model, Y_fit, q_fit, qa_fit, groups, T, free, g_fix,
                              theta_fix, kinematics)
+    if prior is not None:
+        system = _with_prior(system, reg, groups, free, prior)
     x, sv, Vt, rank, cond, cov_x, sigma = _scaled_lstsq(system, rcond)
     sv_raw = np.linalg.svd(system.Y_r, compute_uv=False)
     cond_raw = float(sv_raw[0] / sv_raw[-1]) if sv_raw[-1] > 0 else math.inf
@@ -107,6 +116,21 @@ def fit_statics(reg: StaticsRegressor, model: Any, Y_fit: FloatArray, q_fit: Flo
         covariance=cov, std_error=np.sqrt(np.maximum(np.diag(cov), 0.0)),
         offset_std_error=np.sqrt(np.maximum(np.diag(cov_x)[len(free):], 0.0)),
         weights=system.weights)
+
+
+def _with_prior(system: _System, reg: StaticsRegressor, groups: Sequence[Group],
+                free: list[int], prior: float) -> _System:
+    """``system`` with one prior row per free group (see :func:`fit_statics`)."""
+    rows = np.zeros((len(free), system.A_w.shape[1]))
+    rhs = np.zeros(len(free))
+    for r, g in enumerate(free):
+        first = groups[g].members[0]  # its ratio is 1: the group's value is its nominal
+        nominal = float(reg.nominal[first])
+        sd = prior * (abs(nominal) if nominal != 0.0 else float(reg.scales[first]))
+        rows[r, r] = 1.0 / sd
+        rhs[r] = nominal / sd
+    return _System(np.vstack([system.A_w, rows]), np.concatenate([system.b_w, rhs]),
+                   system.scales, system.Y_r, system.b_s, system.weights)
 
 
 def _stacked_system(reg: StaticsRegressor, model: Any, Y_fit: FloatArray, q_fit: FloatArray,

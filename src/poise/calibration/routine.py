@@ -38,7 +38,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from poise.calibration.poses import Direction, Pose
-from poise.calibration.settle import SettleConfig, SettleDetector
+from poise.calibration.settle import TIMEOUT_MIN, SettleConfig, SettleDetector
 from poise.firmware_bridge import messages as msg
 from poise.models.base import FloatArray
 
@@ -453,7 +453,7 @@ def _settle_and_record(device: CalibrationDevice, target: FloatArray, direction:
         if detector.add(r.t, r.q, r.qa, target) and elapsed >= cfg.min_time:
             settled = True
             break
-        if elapsed >= cfg.timeout:
+        if elapsed >= (cfg.timeout if cfg.timeout is not None else TIMEOUT_MIN):
             break
         r = device.read(timeout)
     settle_time = r.t - t0

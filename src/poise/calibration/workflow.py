@@ -14,7 +14,7 @@ import contextlib
 import pathlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from poise.calibration.calfile import calibration_document, write_calibration
@@ -30,7 +30,7 @@ from poise.calibration.routine import (
     RoutineResult,
     run_excitation,
 )
-from poise.calibration.settle import SettleConfig
+from poise.calibration.settle import SettleConfig, settle_timeout
 from poise.models.base import FloatArray
 
 #: Status-packet timeout of a servo bus during calibration [ms]: the routine is quasi-static,
@@ -103,6 +103,7 @@ class FitOptions:
     tie: Sequence[str] | None = None
     holdout: float = HOLDOUT
     kinematics: bool = True
+    prior: float | None = None
 
 
 @dataclass(frozen=True)
@@ -181,8 +182,10 @@ def calibrate(model: Any, request: CalibrationRequest, *, say: Say, warn: Say,
     """
     if isinstance(request.source, DeviceSpec):
         saved = poses_path(request.out)
+        settle = request.settle if request.settle.timeout is not None else replace(
+            request.settle, timeout=settle_timeout(model))
         result, routine_info = measure_poses(model, request.source, request.excitation,
-                                             request.settle, saved, say=say, warn=warn,
+                                             settle, saved, say=say, warn=warn,
                                              progress=progress, estop=estop)
         poses, device_info = result.poses, result.device
         if not result.complete:
@@ -201,7 +204,7 @@ def calibrate(model: Any, request: CalibrationRequest, *, say: Say, warn: Say,
     fit = request.fit
     try:
         ident = identify(model, poses, fix=fit.fix, tie=fit.tie, holdout=fit.holdout,
-                         kinematics=fit.kinematics)
+                         kinematics=fit.kinematics, prior=fit.prior)
     except CalibrationError as exc:
         raise WorkflowError(f"{exc}{kept}", "fit") from None
     if request.report:

@@ -34,6 +34,11 @@ def register(commands: argparse._SubParsersAction, groups: dict) -> None:
                    "a named plant (stiff10, mixed15, friction, hysteresis, slack+noise, real; "
                    "docs/simulator.md): alone it applies to every robot of the run "
                    "(repeatable; a later value for a robot wins)")
+    p.add_argument("--calibrated", action="store_true",
+                   help="with --plant: first calibrate each robot on its plant (poise "
+                   "calibrate's routine and fit, in simulated time), then run the targets with "
+                   "the identified model as the controller's statics (model.calibration); the "
+                   "report states each calibration and the friction band and hysteresis it saw")
     p.add_argument("--figure", metavar="PNG",
                    help="also draw the README figure (soft_arm_soft, old gain vs automatic "
                    "gain and shaped move); needs pip install 'poise[plot]'")
@@ -68,16 +73,38 @@ def _run(args: argparse.Namespace, folder: str) -> int:
     except ValueError as exc:
         print(f"poise bench control: {exc}", file=sys.stderr)
         return 2
-    cases = len(args.models) * len(args.modes) * len(args.algorithms)
+    if args.calibrated and not plants:
+        print("poise bench control: --calibrated calibrates on the plant: give --plant",
+              file=sys.stderr)
+        return 2
+    models = list(args.models)
+    calibrations: dict = {}
     try:
+        if args.calibrated:
+            from poise.benchmarks.calibrated import calibrate_plants
+
+            with progress_bar(len(plants), "calibration", unit="robot",
+                              quiet=args.quiet) as bar:
+                calibrations = calibrate_plants(plants, folder, seed=args.seed,
+                                                workers=args.workers, progress=bar.update)
+            models = [m for m in models if m not in calibrations or calibrations[m]["file"]]
+            plants = {k: v for k, v in plants.items() if k in models}
+        cases = len(models) * len(args.modes) * len(args.algorithms)
         with progress_bar(cases, "bench control", unit="case", quiet=args.quiet) as bar:
-            result = control.run(args.models, args.modes, args.algorithms, count=args.targets,
+            result = control.run(models, args.modes, args.algorithms, count=args.targets,
                                  seed=args.seed, workers=args.workers, progress=bar.update,
-                                 plants=plants)
+                                 plants=plants, calibrations={
+                                     k: v["file"] for k, v in calibrations.items() if v["file"]})
     except (ValueError, RuntimeError) as exc:
         print(f"poise bench control: {exc}", file=sys.stderr)
         return 2
     result["plants"] = {k: made.get(v, v) for k, v in result["plants"].items()}
+    if args.calibrated:
+        from poise.benchmarks.calibrated import table as calibration_table
+
+        result["calibrations"] = calibrations  # the records (their files go with the folder)
+        return emit(result, control.table(result) + "\n" + calibration_table(calibrations),
+                    args.json)
     if args.figure:
         result["figure"] = control.figure(args.figure)
     return emit(result, control.table(result), args.json)

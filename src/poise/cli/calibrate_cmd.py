@@ -62,8 +62,9 @@ def register(commands, groups) -> None:
     st.add_argument("--change-tol", type=float, default=3e-4, metavar="RAD")
     st.add_argument("--hold", type=float, default=0.3, metavar="S")
     st.add_argument("--average", type=float, default=0.3, metavar="S")
-    st.add_argument("--timeout", type=float, default=15.0, metavar="S",
-                    help="settle timeout per pose (default 15)")
+    st.add_argument("--timeout", type=float, default=None, metavar="S",
+                    help="settle timeout per pose (default: two decay times of the robot's "
+                    "slowest mode, at least 15 s: the dancer's sway needs 37 s)")
     fit = p.add_argument_group("fit")
     fit.add_argument("--fix", metavar="NAME[=VALUE]",
                      help="the known quantity that fixes the scale (default: the first tendon "
@@ -73,6 +74,10 @@ def register(commands, groups) -> None:
                      "for no ties)")
     fit.add_argument("--holdout", type=float, default=0.2,
                      help="fraction of poses held out for validation (default 0.2)")
+    fit.add_argument("--prior", type=float, metavar="F",
+                     help="where the data do not determine every parameter, keep the weak "
+                     "ones near their nominal values (a Gaussian prior, relative standard "
+                     "deviation F, e.g. 0.2) instead of refusing; no default tie then")
     fit.add_argument("--no-kinematics", action="store_true",
                      help="do not fit the actuator kinematics qa = A q + o")
     p.set_defaults(func=run_calibrate)
@@ -101,6 +106,9 @@ def run_calibrate(args: argparse.Namespace) -> int:
         return _fail(str(exc), EXIT_USAGE, args)
     if not str(args.out).endswith(".json"):
         return _fail(f"--out {args.out}: a calibration file must end in .json", EXIT_USAGE, args)
+    if args.prior is not None and not 0.0 < args.prior < float("inf"):
+        return _fail(f"--prior {args.prior}: a relative standard deviation > 0 (e.g. 0.2)",
+                     EXIT_USAGE, args)
     if args.from_poses is None and args.device is None:
         return _fail("give --device PORT|sim|inprocess (or --from-poses FILE)", EXIT_USAGE, args)
     # every file we will write, checked before the routine: measured work is never lost to a
@@ -159,7 +167,8 @@ def _request(args: argparse.Namespace):
                             timeout=args.timeout),
         fit=FitOptions(fix=args.fix,
                        tie=None if args.tie is None else [t for t in args.tie if t != "none"],
-                       holdout=args.holdout, kinematics=not args.no_kinematics))
+                       holdout=args.holdout, kinematics=not args.no_kinematics,
+                       prior=args.prior))
 
 
 def _print_outcome(outcome, args: argparse.Namespace) -> int:
@@ -213,6 +222,10 @@ def _print_table(ident, args) -> None:
               f"{ident.nominal_equilibrium_rms:.3g}) — on the fitted poses only")
         print(ident.validation[:1].upper() + ident.validation[1:])
     print(f"rank {s['rank']}/{s['n_free']}, condition number {ident.cond:.3g}")
+    if ident.static_residuals:
+        from poise.calibration.band import describe
+
+        print(describe(ident.static_residuals))
     print(f"wrote {args.out}" + (f" and {args.report}" if args.report else ""))
 
 
