@@ -36,6 +36,7 @@ from poise.api.bus import COMMAND_NAMES, ESTOP_CANCELLED, Command, CommandRespon
 from poise.api.rules import RuleError, check_reference
 from poise.api.state import State
 from poise.controller.refine import PlanRefiner, QuickTarget, RefineJob
+from poise.controller.replan import Replan
 from poise.models.base import FloatArray
 from poise.motion.live import (
     MAP_REFRESH_S,
@@ -100,7 +101,7 @@ class Unrefined:
 
 
 #: What a ``target`` command may come with (``Controller.submit``'s ``prepared``).
-Prepared = TargetPlan | QuickTarget | TrajectoryRun | ParamError | None
+Prepared = TargetPlan | QuickTarget | Replan | TrajectoryRun | ParamError | None
 
 
 class CommandRoom:
@@ -188,6 +189,7 @@ class CommandRoom:
         quick: QuickTarget | None = None
         moved_from: MotionState | None = None  # a quick plan made here: refined here
         note = ""
+        replan = prepared if isinstance(prepared, Replan) else None
         if c.name == "target":
             made = self._quick(c, p, prepared)
             if made is not None:
@@ -210,6 +212,8 @@ class CommandRoom:
                 else:
                     new = self._quick_params(cycle.params, plan) if quick is not None else \
                         with_plan(cycle.params, plan)
+            if replan is not None:
+                new = self._replanned(replan, cycle.params, new)
             if plan is not None:
                 self.adopt(plan)
             if quick is not None:
@@ -222,6 +226,20 @@ class CommandRoom:
             s.announce("param", name=c.name, value=jsonable(c.value), id=c.id,
                        source=c.source, params=new.as_dict())
         return ok(c.name, note)
+
+    def _replanned(self, replan: Replan, now: LiveParams, new: LiveParams) -> LiveParams:
+        """The parameters a stall's re-plan is adopted with: ``new`` (at its plan) aimed at
+        the live target, not at the plan's ``aim``, so that feedback removes the error on
+        the true robot (:mod:`poise.controller.replan`). Refused (under the lock) when the
+        target changed since the stall."""
+        if now.target is None or not np.array_equal(now.target, replan.target):
+            raise ParamError("re-plan dropped: the target changed since the stall")
+        self.service.announce(
+            "info", code="replanned", target=replan.target.tolist(), aim=replan.aim.tolist(),
+            q_goal=np.asarray(replan.plan.q_goal, dtype=float).tolist(),
+            text="feedback stalled with an actuator at its limit: re-planned from the "
+                 "measured state to another held configuration that reaches the target")
+        return replace(new, target=replan.target)
 
     def _quick(self, c: Command, p: LiveParams, prepared: Prepared
                ) -> tuple[QuickTarget, MotionState | None] | None:
@@ -258,6 +276,8 @@ class CommandRoom:
         if isinstance(prepared, ParamError):
             raise prepared
         assert not isinstance(prepared, QuickTarget)
+        if isinstance(prepared, Replan):  # planned with its move by the re-planner
+            prepared = prepared.plan
         s = self.service
         plan = prepared if prepared is not None else self._plan(
             parse_target(c.value, s.model.task_dim, s.reach), p)
@@ -514,6 +534,24 @@ class CommandRoom:
             return self._planner().target_plan(target, s.step.motion_state(p, q))
         except UnstableTarget as exc:
             raise ParamError(str(exc)) from None
+
+    def plan_aim(self, aim: np.ndarray) -> TargetPlan | None:
+        """A stall's re-plan (:mod:`poise.controller.replan`, in the re-planner's thread):
+        ``aim`` planned from the measured state (q̄, the measured q, the last goal), its move
+        from q̄ chosen on the model; None unless the loop runs.
+
+        Raises:
+            UnstableTarget, ParamError: no stable held configuration, a gain refused there.
+        """
+        s = self.service
+        stepper = s.step.stepper
+        if stepper is None or s.state != State.RUNNING:
+            return None
+        q_bar = np.array(stepper.q_bar, dtype=float)
+        state = s.step.motion_state(s.cycle.params, s.cycle.last.get("q"), move_from=q_bar)
+        planner = self._planner()
+        plan = planner.target_plan(aim, state)
+        return planner.move(plan, state).plan if plan.reachable else plan
 
     def _planner(self) -> MotionPlanner:
         """The planner with the step's current limits and steppers (set at connect and once

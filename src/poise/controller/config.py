@@ -116,6 +116,7 @@ def _loop(t: TableReader) -> LoopConfig:
         follow_model=t.get("follow_model"), choose_move=t.get("choose_move"),
         targets=t.get("targets"),
         live_targets=t.get("live_targets"), plan_budget=t.get("plan_budget"),
+        replan_on_stall=t.get("replan_on_stall"),
         switch_interval=t.get("switch_interval"),
         compiled=t.get("compiled"),
         priority=t.get("priority"), process=t.get("process"),

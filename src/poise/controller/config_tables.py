@@ -127,6 +127,12 @@ class LoopConfig:
         "the new target and (fb, follow_model) the predicted response follow from a "
         "background thread within loop.plan_budget; otherwise (and false) it is planned in "
         "full before the answer, choose_move included")
+    replan_on_stall: bool = setting(
+        True, "boolean", "fb: when the actuator limits keep feedback from a target (an "
+        "actuator at its limit on a held configuration that cannot reach it on the true robot; "
+        "event stalled_at_limit), re-plan from the measured state to another held "
+        "configuration that reaches it, in a thread of its own (event replanned; once per "
+        "target); false: only report the stall")
     plan_budget: float = setting(
         5.0, "number", "how long the background part of a target answered at once may take "
         "[s]: later, its predicted response is dropped (the gains at the new target are still "

@@ -296,9 +296,9 @@ class Cycle:
         """Sampled re-targeting's events (:mod:`poise.motion.retarget`): an ``info`` event
         ``static_correction`` for each correction (the mismatch, the actuator step, whether a
         limit bounded it), and ``stalled_at_limit`` when the limits keep a correction from
-        the target (the mismatch, and ``aim``: where a re-plan from the measured state should
-        send the model, the target plus the mismatch; the service does not re-plan by itself
-        yet, :meth:`poise.controller.simulate.SimulatedLoop.replan_stall` does)."""
+        the target (the live target, the mismatch, and ``aim``: where a re-plan from the
+        measured state should send the model, the plan's target plus the mismatch; the
+        service's :class:`~poise.controller.replan.StallReplanner` hears it and re-plans)."""
         r = self.step.retarget
         assert r is not None
         if r.total != self._corrections_seen:
@@ -308,6 +308,7 @@ class Cycle:
         if r.stalled is not None and r.plan is not None:
             mismatch, r.stalled = r.stalled, None
             self.hub.announce("info", code="stalled_at_limit", reason=r.ended,
+                              target=np.asarray(self.params.target, dtype=float).tolist(),
                               mismatch=mismatch.tolist(),
                               aim=(np.asarray(r.plan.target) + mismatch).tolist())
 

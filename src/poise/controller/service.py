@@ -46,6 +46,7 @@ from poise.controller.dispatch import CommandDispatcher
 from poise.controller.face import ControllerFace
 from poise.controller.faults import FaultLatch
 from poise.controller.pacing import SPIN, Pacer, enter_realtime
+from poise.controller.replan import StallReplanner
 from poise.controller.wirepath import wire_path
 from poise.devices.affinity import CpuPlan, plan_cpus
 from poise.devices.base import Device, DeviceError, DeviceInfo
@@ -83,7 +84,7 @@ class Controller(ControllerFace):
     """
 
     def __init__(self, config: Config, *, model: ControllerModel | None = None,
-                 launched: SimDevice | None = None) -> None:
+                 launched: SimDevice | None = None, replan: bool = True) -> None:
         self.config = config
         #: Where the loop thread and the virtual device run (``loop.cpu``), or why nothing
         #: is pinned (:func:`~poise.devices.affinity.plan_cpus`).
@@ -149,6 +150,14 @@ class Controller(ControllerFace):
                            lim.sensor_hold)
         self.timing_stats = self.cycle.timing_stats
         self.commands = CommandRoom(self)
+        #: Re-plans a target whose feedback stalled at an actuator limit
+        #: (``loop.replan_on_stall``, fb; the real-time process's parent does it for its
+        #: child, which passes ``replan=False``).
+        self.replanner: StallReplanner | None = StallReplanner(
+            self, self.commands.plan_aim,
+            lambda command, prepared: self.submit(command, prepared=prepared),
+            self.announce) if (replan and config.loop.replan_on_stall
+                               and config.loop.mode == "fb") else None
         self.dispatcher = CommandDispatcher(
             self.submit, stream_targets=config.loop.targets == "stream")
         #: Called in the loop thread with every cycle's record (the real-time process writes
@@ -421,6 +430,8 @@ class Controller(ControllerFace):
         → idle."""
         self.dispatcher.close()
         self.commands.refiner.close()
+        if self.replanner is not None:
+            self.replanner.close()
         with self._cmd_lock:
             if self.state == State.RUNNING:
                 self.stop("close")

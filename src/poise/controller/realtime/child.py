@@ -322,7 +322,7 @@ def child_main(config: Config, ring_name: str, down: connection.Connection,
         # at a start, then held both CPUs of a 2-core machine at the loops' priority, above
         # the virtual devices, and another controller's device went unserved for 100-240 ms
         # (its watchdog fired)
-        ctl = Controller(config, launched=launched)
+        ctl = Controller(config, launched=launched, replan=False)  # the parent re-plans
         ring = CycleRing.attach(ring_name)
     except Exception as exc:
         if launched is not None:

@@ -77,6 +77,7 @@ from poise.controller.realtime.messages import (
 from poise.controller.realtime.mirror import ChildMirror
 from poise.controller.realtime.planning import ParentPlanner
 from poise.controller.realtime.process import ChildProcess, StartupCancelled
+from poise.controller.replan import StallReplanner
 from poise.controller.ring import DEFAULT_CAPACITY, CycleRing
 
 
@@ -140,6 +141,9 @@ class RealtimeController(ChildMirror):
         #: Where target commands are planned (in this process, beside nothing real-time).
         self._planner = ParentPlanner(self, config, self.model, self.reach,
                                       tell=self._calls.tell)
+        #: Re-plans the child's stalled targets here (``loop.replan_on_stall``, fb), from
+        #: when the child has started.
+        self.replanner: StallReplanner | None = None
         #: Commands posted from outside (MQTT): queued, coalesced and planned here.
         self.dispatcher = CommandDispatcher(
             self.submit, stream_targets=config.loop.targets == "stream")
@@ -150,6 +154,12 @@ class RealtimeController(ChildMirror):
         error = self._child.wait_started(startup_timeout, cancelled or (lambda: False))
         if error is not None:
             self._abandon(error)
+        if config.loop.replan_on_stall and config.loop.mode == "fb":
+            self.replanner = StallReplanner(
+                self, self._planner.plan_aim,
+                lambda command, prepared: self._command(CallKind.SUBMIT, command, prepared,
+                                                        name=command.name, cid=command.id),
+                self.announce)
 
     # ------------------------------------------------------------------ observation
 
@@ -304,6 +314,8 @@ class RealtimeController(ChildMirror):
         self._closed = True
         self.dispatcher.close()
         self._planner.refiner.close()
+        if self.replanner is not None:
+            self.replanner.close()
         if not self._dead:
             with contextlib.suppress(RealtimeError):
                 self._final = self._calls.call(CallKind.CLOSE, timeout=timeout)

@@ -139,6 +139,29 @@ class ParentPlanner:
         except ParamError as exc:
             return exc
 
+    def plan_aim(self, aim: np.ndarray) -> TargetPlan | None:
+        """A stall's re-plan for the child (:mod:`poise.controller.replan`, in the
+        re-planner's thread): ``aim`` planned from the newest cycle record's q̄ and q and the
+        current plan's goal, its move from q̄ chosen here (:meth:`_move`); None unless the
+        loop runs.
+
+        Raises:
+            UnstableTarget, ParamError: no stable held configuration, a gain refused there.
+        """
+        from poise.motion.motion_planner import MotionState
+
+        mirror = self._mirror
+        s = mirror._last_sample
+        if mirror.state != State.RUNNING or s is None:
+            return None
+        q_bar = np.asarray(s.q_bar, dtype=float)
+        state = MotionState(mirror.params, q_bar=q_bar, q=np.asarray(s.q, dtype=float),
+                            goal=mirror._plan_goal, move_from=q_bar)
+        planner = self._motion()
+        planner.limits = mirror._limits  # type: ignore[assignment]
+        plan = planner.target_plan(np.asarray(aim, dtype=float), state)
+        return self._move(plan, state) if plan.reachable else plan
+
     def _trajectory(self, value: object, q_bar: np.ndarray) -> TrajectoryRun | ParamError | None:
         """A trajectory's waypoints checked and shaped here from the newest q̄
         (:func:`~poise.motion.live.prepare_trajectory`: Algorithm 1 along the whole path,

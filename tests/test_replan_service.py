@@ -1,0 +1,141 @@
+"""The service re-plans a target whose feedback stalled at an actuator limit (issue 35 §2):
+in-process and through the real-time process's parent, against the virtual device of a dancer
+whose springs are 10 % stiffer than its model (real time, through a pty)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from poise.api.bus import Command
+from poise.api.state import State
+from poise.controller.config import load_config
+from poise.controller.replan import SOURCE
+from poise.examples import EXAMPLES_DIR
+from poise.sim.named import write_named
+
+pytest.importorskip("poise.sim")
+
+#: A held target of the dancer's model (centre of mass [m]) that the stiffer plant leaves
+#: centimetres off after the move.
+TARGET = [0.1, 0.95]
+
+
+def _config(dev_path: str, **extra):
+    over = {"device.port": (dev_path, "test"), "mqtt.enabled": (False, "test"),
+            "loop.mode": ("fb", "test"), "algorithm.target": (None, "test"),
+            "loop.process": ("shared", "test"),
+            **{k: (v, "test") for k, v in extra.items()}}
+    return load_config(EXAMPLES_DIR / "dancer.toml", over)
+
+
+def _wait(predicate, timeout: float = 120.0, what: str = "") -> None:
+    end = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < end, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def _info(ctl, code: str) -> list[dict]:
+    return [e.data for e in ctl.history() if e.kind == "info" and e.data.get("code") == code]
+
+
+def _arrive(ctl) -> np.ndarray:
+    """Run, send the target, wait for the move to end; the measured centre of mass."""
+    assert ctl.start().accepted
+    _wait(lambda: ctl.state == State.RUNNING, what="running")
+    assert ctl.submit(Command("target", TARGET)).accepted
+    _wait(lambda: ctl.step.plan is not None and ctl.step.goal is None, what="arrival")
+    return np.asarray(ctl.model.fk(np.asarray(ctl.cycle.last["q"], dtype=float)))
+
+
+@pytest.fixture
+def stiffer_dancer(sim_device, tmp_path):
+    return sim_device("dancer", params=write_named("dancer", "stiff10", tmp_path))
+
+
+def test_a_stall_is_replanned_in_process_and_the_live_target_stays(stiffer_dancer):
+    from poise.controller.service import Controller
+
+    with Controller(_config(stiffer_dancer.path)) as ctl:
+        assert ctl.replanner is not None
+        ctl.step.retarget.enabled = False  # only the re-plan acts here
+        x = _arrive(ctl)
+        before = ctl.step.plan
+        mismatch = np.asarray(ctl.step.reference[-1] if ctl.step.reference is not None
+                              else TARGET) - x
+        assert np.linalg.norm(mismatch) > 0.01  # the stiffer plant is off after the move
+        ctl.step.retarget.stalled = mismatch  # what the corrector reports at a limit
+        _wait(lambda: _info(ctl, "replanned"), what="the re-plan")
+        (done,) = _info(ctl, "replanned")
+        (stall,) = _info(ctl, "stalled_at_limit")
+        assert stall["target"] == TARGET
+        assert done["aim"] == pytest.approx(list(np.asarray(before.target) + mismatch))
+        assert ctl.step.plan is not before
+        assert np.allclose(ctl.step.plan.target, done["aim"], atol=ctl.config.algorithm.tolerance
+                           * 10)
+        assert ctl.params.target.tolist() == TARGET  # feedback aims at the target itself
+        lim = ctl.step.limits
+        assert np.all(ctl.step.plan.qa_goal <= lim.qa_max + 1e-9)
+        assert np.all(ctl.step.plan.qa_goal >= lim.qa_min - 1e-9)
+        commands = [e.data for e in ctl.history() if e.kind == "command"
+                    and e.data.get("source") == SOURCE]
+        assert len(commands) == 1 and commands[0]["accepted"]
+        # once per target: a second stall on it is left to the integrator
+        ctl.step.retarget.stalled = mismatch
+        _wait(lambda: _info(ctl, "replan_skipped"), what="the second stall's answer")
+        assert len(_info(ctl, "replanned")) == 1
+
+
+def test_no_replan_when_switched_off_and_an_estop_cancels_one_in_flight(stiffer_dancer):
+    from poise.controller.replan import Replan
+    from poise.controller.service import Controller
+
+    with Controller(_config(stiffer_dancer.path, **{"loop.replan_on_stall": False})) as ctl:
+        assert ctl.replanner is None
+        ctl.step.retarget.enabled = False
+        x = _arrive(ctl)
+        ctl.step.retarget.stalled = np.asarray(TARGET) - x + 0.02
+        _wait(lambda: _info(ctl, "stalled_at_limit"), what="the stall event")
+        assert not _info(ctl, "replanned")
+        # a re-plan heard before an e-stop is refused after it
+        since = ctl.estops
+        plan = ctl.commands.plan_aim(np.asarray(TARGET) + 0.01)
+        assert plan is not None and plan.reachable
+        assert ctl.estop("test").accepted
+        assert ctl.clear("test").accepted and ctl.start().accepted
+        late = ctl.submit(Command("target", TARGET, source=SOURCE, estops=since),
+                          prepared=Replan(plan, np.asarray(TARGET), np.asarray(TARGET) + 0.01))
+        assert not late.accepted and "e-stop" in late.reason
+        # and one whose target changed since the stall is dropped
+        assert ctl.submit(Command("target", [0.12, 0.95])).accepted
+        stale = ctl.submit(Command("target", TARGET, source=SOURCE),
+                           prepared=Replan(plan, np.asarray(TARGET), np.asarray(TARGET) + 0.01))
+        assert not stale.accepted and "target changed" in stale.reason
+
+
+def test_the_real_time_parent_replans_for_its_child(stiffer_dancer):
+    """The child announces the stall; the parent plans the aim from the child's newest
+    cycle record and hands the plan over; the child adopts it and keeps the live target.
+    (The stall is announced on the parent's event stream, as the child's would arrive.)"""
+    from poise.controller.realtime.parent import RealtimeController
+
+    with RealtimeController(_config(stiffer_dancer.path, **{"loop.process": "own"})) as ctl:
+        assert ctl.replanner is not None
+        assert ctl.start().accepted
+        _wait(lambda: ctl.state == State.RUNNING, what="running")
+        assert ctl.submit(Command("target", TARGET)).accepted
+        _wait(lambda: ctl._last_sample is not None
+              and list(ctl._last_sample.target) == TARGET, what="the target in the child")
+        aim = [TARGET[0] + 0.01, TARGET[1]]  # where the plant's lag would send the model
+        ctl.announce("info", code="stalled_at_limit", target=TARGET, aim=aim,
+                     mismatch=[0.01, 0.0], reason="test")
+        _wait(lambda: _info(ctl, "replanned"), what="the child's re-plan")
+        (done,) = _info(ctl, "replanned")
+        assert done["target"] == TARGET and done["aim"] == pytest.approx(aim)
+        assert list(ctl.params.target) == TARGET
+        commands = [e.data for e in ctl.history() if e.kind == "command"
+                    and e.data.get("source") == SOURCE]
+        assert len(commands) == 1 and commands[0]["accepted"]
