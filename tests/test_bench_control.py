@@ -157,3 +157,21 @@ def test_calibrated_mode_calibrates_on_the_plant_and_feedforward_lands_in_the_ba
     # calibrating needs a plant to calibrate on
     assert main(["bench", "control", "--models", "double_pendulum", "--calibrated",
                  "--quiet"]) == 2
+
+
+def test_a_target_the_models_refuses_is_a_failure_with_its_reason_not_the_end_of_the_run(
+        tmp_path):
+    """The dancer with springs 10 % stiffer holds a centre of mass that its nominal model
+    finds unstable there: that target fails, says why, and the next one runs."""
+    from poise.sim.named import write_named
+
+    plant = write_named("dancer", "stiff10", tmp_path)
+    refused = np.array([0.0007430089784517535, 1.0572458913075242])
+    held = np.array([0.1, 0.95])
+    out = control.run_case("dancer", "ff", "alg1", [refused, held], plant=plant)
+    first, second = out["targets"]
+    assert not first["success"] and "unstable" in first["refused"]
+    assert first["error_m"] > 0.0
+    assert second["refused"] == "" and second["error_m"] < first["error_m"]
+    assert out["refused"] == [0] and out["success_pct"] <= 50.0
+    json.dumps(out, allow_nan=False)  # the record stays valid JSON

@@ -12,6 +12,9 @@ serve every mode and algorithm. With ``--plant`` they are the plant's (its true 
 a target the robot cannot hold within its actuator limits is no test of the controller), so
 the controller's model, nominal or calibrated, is asked for the same reachable targets.
 
+A target the controller's model refuses (its held configuration unstable on the model,
+though the plant holds it) is a failure with the reason (``refused``), not the end of the run.
+
 Per target, from the moment it is commanded (task error measured on the true state with the
 plant's own task function — the dancer's centre of mass moves with its true masses — not the
 noisy sensors):
@@ -90,6 +93,7 @@ class TargetResult:
     overshoot_m: float
     peak_rate: float
     residual: float
+    refused: str = ""
 
 
 def config_for(name: str, mode: str, algorithm: str, plant: str | None = None, *,
@@ -178,7 +182,13 @@ def _one_target(loop: SimulatedLoop, index: int, target: FloatArray, eps: float
     truth = loop.plant.physical  # the task point is where the true robot is
     x0 = np.asarray(truth.fk(loop.plant.q), dtype=float)
     here = structural_modes(model, loop.step.stepper.q_bar) if loop.step.stepper else []
-    loop.set_target(target)
+    try:
+        loop.set_target(target)
+    except ValueError as exc:  # held by the plant, refused by the controller's model
+        err = float(np.linalg.norm(target - x0))
+        goal = GOAL_PERIODS * here[0].period if here else 0.0
+        return TargetResult(index, target.tolist(), False, None, goal, goal, 0.0, err, 0.0,
+                            0.0, 0.0, 0.0, refused=str(exc))
     report = loop.params.stability
     slow = report.slowest if report is not None else None
     at_target = GOAL_PERIODS * slow.period if slow is not None else math.inf
@@ -238,6 +248,8 @@ def summarise(results: Sequence[TargetResult]) -> dict[str, Any]:
 
     return {
         "success_pct": 100.0 * len(ok) / len(results) if results else 0.0,
+        # targets the plant holds that the controller's model refused (unstable there)
+        "refused": [r.index for r in results if r.refused],
         # the task error at the end of each target's run (on the true state) [task units]
         "final_error": {"p50": pct(final, 50), "p95": pct(final, 95), "max": pct(final, 100)},
         "settle_s": {"p50": pct(settle, 50), "p90": pct(settle, 90), "max": pct(settle, 100)},
@@ -337,6 +349,11 @@ def table(result: dict[str, Any]) -> str:
         "setpoint rate / rate limit; resid: max ‖G_u(q̄)‖ [N·m]; err p95: task error at the end "
         "of a target's run [mm], 95th percentile; "
         f"wall {result['wall_s']:.0f} s, load {result['load_avg'][0]:.1f}")
+    for c in result["cases"]:
+        if c.get("refused"):
+            lines.append(f"{c['model']} {c['mode']} {c['algorithm']}: target(s) "
+                         f"{', '.join(map(str, c['refused']))} refused by the controller's "
+                         "model (unstable there), though the plant holds them")
     for name, path in (result.get("plants") or {}).items():
         differs = next((c["plant_differs"] for c in result["cases"] if c["model"] == name), [])
         cal = (result.get("calibrations") or {}).get(name)
