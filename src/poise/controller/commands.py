@@ -549,9 +549,8 @@ class CommandRoom:
             return None
         q_bar = np.array(stepper.q_bar, dtype=float)
         state = s.step.motion_state(s.cycle.params, s.cycle.last.get("q"), move_from=q_bar)
-        planner = self._planner()
-        plan = planner.target_plan(aim, state)
-        return planner.move(plan, state).plan if plan.reachable else plan
+        plan, move = self._planner().replan(aim, state)
+        return move.plan if move is not None else plan
 
     def _planner(self) -> MotionPlanner:
         """The planner with the step's current limits and steppers (set at connect and once

@@ -202,12 +202,11 @@ class SimulatedLoop:
         self.replans.append(record)
         state = step.motion_state(self.params, self.measured(), stepper.q_bar)
         try:  # the goal first (milliseconds); the move, chosen on the model, only if it holds
-            new = self.planner.target_plan(aim, state)
-            record["reachable"] = bool(new.reachable)
-            if not new.reachable or new.qa_goal is None:
-                return False
-            move = self.planner.move(new, state)
+            new, move = self.planner.replan(aim, state)
         except ValueError:  # UnstableTarget, or a gain refused at the new goal
+            return False
+        record["reachable"] = bool(new.reachable)
+        if move is None:
             return False
         new = move.plan
         record["moved"] = True

@@ -128,6 +128,20 @@ class MotionPlanner:
         """
         return self.move(self.target_plan(target, state), state)
 
+    def replan(self, aim: FloatArray, state: MotionState) -> tuple[TargetPlan, Move | None]:
+        """A stalled target's re-plan (:mod:`poise.controller.replan`,
+        :meth:`SimulatedLoop.replan_stall <poise.controller.simulate.SimulatedLoop.
+        replan_stall>`): ``aim`` planned from ``state``, and its move (from
+        ``state.move_from``) only where the plan reaches it; ``(plan, None)`` otherwise.
+
+        Raises:
+            UnstableTarget, ParamError: as :meth:`plan`.
+        """
+        plan = self.target_plan(aim, state)
+        if not plan.reachable or plan.qa_goal is None:
+            return plan, None
+        return plan, self.move(plan, state)
+
     def target_plan(self, target: FloatArray, state: MotionState) -> TargetPlan:
         """The plan of ``target`` from ``state``'s starts, the loop linearised at its goal
         (:func:`~poise.motion.planner.plan_target`); with ``state.params``, the bounds of
