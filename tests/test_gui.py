@@ -299,3 +299,20 @@ def test_choose_robot_follows_live_robots_only():
     assert choose_robot({"arm": "lost", "old": "offline"}, "arm") == "arm"
     assert choose_robot({"arm": "lost", "new": "idle"}, "arm") == "new"
     assert choose_robot({"arm": "gone", "new": "fault"}, "arm") == "new"  # a fault is live
+
+
+def test_telemetry_buffer_leaves_out_a_late_batch_so_the_window_stays_whole():
+    """A batch older than the newest sample (it arrived late, less than the second that means
+    a restart) is left out and counted: the times stay increasing, so the newest window
+    still holds every sample of its seconds."""
+    buf = TelemetryBuffer(Layout(n=2, m=1, task_dim=1), capacity=1000)
+    buf.ingest(batch_dict(_samples(200, 0, t0=10.0), dropped=0))  # 10.000 … 10.398 s
+    assert buf.ingest(batch_dict(_samples(5, 0, t0=10.1), dropped=0)) == 0
+    assert buf.late == 5 and len(buf) == 200
+    t = buf.channel("t")[0]
+    assert np.all(np.diff(t) > 0)
+    count, t_end = buf.window(0.1)
+    assert t_end == pytest.approx(0.398) and count == 51  # 10.298 … 10.398 s
+    # a batch that overlaps the newest: only its newer part is kept
+    buf.ingest(batch_dict(_samples(10, 0, t0=10.39), dropped=0))  # 10.390 … 10.408 s
+    assert buf.late == 5 + 5 and len(buf) == 205 and np.all(np.diff(buf.channel("t")[0]) > 0)

@@ -152,6 +152,8 @@ class TelemetryBuffer:
     Attributes:
         t0: time of the first sample ever ingested [s] (plots use ``t − t0``).
         batches, samples, dropped: counters (``dropped`` sums the senders' ``dropped`` field).
+        late: samples left out because they were no newer than the newest one kept (a batch
+            that arrived late: the times stay increasing, which :meth:`window` relies on).
         last_seq: ``seq0 + n − 1`` of the newest batch; ``gaps`` counts missing sequence numbers.
     """
 
@@ -160,7 +162,7 @@ class TelemetryBuffer:
         self.ring = RingBuffer(capacity, layout.width)
         self.cols = layout.columns()
         self.t0: float | None = None
-        self.batches = self.samples = self.dropped = self.gaps = 0
+        self.batches = self.samples = self.dropped = self.gaps = self.late = 0
         self.last_seq: int | None = None
         self.state = ""
 
@@ -168,7 +170,8 @@ class TelemetryBuffer:
         """Append a columnar batch ``{"t": [...], "q": [[...], ...], ...}``; returns samples added.
 
         Fields that are missing or of the wrong shape become NaN; a clock that jumps back by
-        more than a second (a restarted service) clears the buffer first.
+        more than a second (a restarted service) clears the buffer first; samples no newer
+        than the newest kept are left out (:attr:`late`).
         """
         t = np.asarray(batch.get("t") or [], dtype=float).ravel()
         k = t.shape[0]
@@ -187,6 +190,12 @@ class TelemetryBuffer:
                 block[:, self.cols[name]] = _column(batch, name, k, size)
         for name in SCALARS:
             block[:, self.cols[name]] = _column(batch, name, k, None)
+        if self.ring.count:  # samples older than the newest would unsort the times
+            newer = block[:, 0] > self.ring.view(1)[0, 0]
+            if not newer.all():
+                self.late += int(k - np.count_nonzero(newer))
+                block = block[newer]
+                k = block.shape[0]
         self.ring.extend(block)
         self.batches += 1
         self.samples += k
