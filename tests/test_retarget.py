@@ -16,7 +16,13 @@ from poise.models.registry import builtin_path, load_model
 from poise.motion import retarget
 from poise.motion.bounds import DEFAULT_FRACTION, ROBUST_FRACTION, assess
 from poise.motion.planner import plan_target
-from poise.motion.retarget import THRESHOLD, Retargeting, bounded_correction, static_part
+from poise.motion.retarget import (
+    THRESHOLD,
+    Retargeting,
+    bounded_correction,
+    secant_update,
+    static_part,
+)
 from poise.motion.stability import IKGains, LoopLinearisation
 from poise.sim.named import _scaled_lines, write_named
 
@@ -105,9 +111,9 @@ def test_a_bounded_correction_never_passes_a_limit_and_uses_the_other_actuators(
     assert not limited and np.allclose(delta, free, atol=1e-5) and residual < 1e-5
 
 
-def test_no_correction_while_an_actuator_is_held_or_saturated_or_the_target_unreachable():
+def test_no_correction_while_an_actuator_is_held_or_saturated():
     """A window is discarded when the anti-windup held an actuator in it; a target the plan
-    could not reach (clamped) gets no corrections at all."""
+    could not reach on the model is still watched (the plant may reach it)."""
     model = load_model("soft_arm_stiff")
     plan = plan_target(model, TARGET, [np.zeros(model.n)], 2e-3, period=1 / 250)
     r = Retargeting(model, 1 / 250, 2e-3)
@@ -120,6 +126,8 @@ def test_no_correction_while_an_actuator_is_held_or_saturated_or_the_target_unre
         full = r.observe(off, x, plan.qa_goal, holds=0 if i < r._window // 2 else 1)
     assert not full and r._count == r._window - r._window // 2
     r.begin(replace(plan, reachable=False), True)
+    assert r.active and r.ended == ""
+    r.begin(plan, False)  # no reference to measure against
     assert not r.active and r.ended == "off"
 
 
@@ -198,3 +206,100 @@ def test_replan_from_the_measured_state_aims_the_model_past_the_plant_mismatch(t
     errors = loop.run(20.0)
     true = float(np.linalg.norm(target - loop.model.fk(loop.plant.q)))
     assert true < band(loop.model) and float(np.max(errors[-250:])) < band(loop.model)
+
+
+def test_secant_update_meets_the_measured_step_and_changes_nothing_across_it():
+    """Broyden's update: the new Jacobian maps the measured actuator step onto the measured
+    task change, and leaves its action on directions orthogonal to the step as it was."""
+    rng = np.random.default_rng(3)
+    J = rng.normal(size=(2, 3))
+    step, change = rng.normal(size=3), rng.normal(size=2)
+    new = secant_update(J, step, change)
+    assert np.allclose(new @ step, change, atol=1e-12)
+    across = np.cross(step, rng.normal(size=3))  # orthogonal to the step
+    assert np.allclose(new @ across, J @ across, atol=1e-12)
+    # the smallest such change: the Frobenius norm of any other solution is no smaller
+    other = new + np.outer(rng.normal(size=2), across)
+    assert np.allclose(other @ step, change)
+    assert np.linalg.norm(new - J) <= np.linalg.norm(other - J) + 1e-12
+    assert secant_update(J, np.zeros(3), change) is J  # nothing measured: unchanged
+
+
+def mixed15_soft_arm(tmp_path, index: int) -> tuple[SimulatedLoop, np.ndarray]:
+    """``soft_arm_stiff`` on the ``mixed15`` plant in feedback, and that plant's target
+    ``index`` of ``poise bench control`` (a held configuration of the plant)."""
+    plant = write_named("soft_arm_stiff", "mixed15", tmp_path)
+    loop = SimulatedLoop(config_for("soft_arm_stiff", "fb", "alg1", plant), seed=SEED)
+    targets = reachable_targets(loop.plant.physical, loop.limits.qa_min, loop.limits.qa_max,
+                                index + 1, SEED)
+    return loop, targets[index]
+
+
+def true_settle(loop: SimulatedLoop, target: np.ndarray, seconds: float) -> float | None:
+    """When the plant's true task error entered the bench's band for good (None: never)."""
+    eps = band(loop.plant.physical)
+    inside = None
+    for i in range(round(seconds / loop.period)):
+        loop.cycle()
+        err = float(np.linalg.norm(target - loop.plant.physical.fk(loop.plant.q)))
+        inside = None if err > eps else (inside if inside is not None else (i + 1) * loop.period)
+    return inside
+
+
+def test_a_target_past_the_models_workspace_is_reached_on_a_plant_that_holds_it(tmp_path):
+    """Target 17 of ``bench control --plant mixed15``: the plant holds it, the nominal model
+    cannot (its closest held configuration stops 3.3 mm short, ``reachable`` False). Feedback
+    used to hold the arm where the model would stop; it now aims at the model's reference
+    shifted to end at the target and the plant gets there."""
+    loop, target = mixed15_soft_arm(tmp_path, 17)
+    loop.start()
+    loop.set_target(target)
+    plan = loop.step.plan
+    short = float(np.linalg.norm(target - loop.model.fk(plan.q_goal)))
+    assert not plan.reachable and short > band(loop.plant.physical)
+    t = true_settle(loop, target, 12.0)
+    assert t is not None and t < 10.0
+
+
+def test_a_correction_the_plant_answers_badly_is_retried_with_the_measured_jacobian(tmp_path):
+    """Target 0 of ``bench control --plant mixed15`` lies near a fold of the soft arm's held
+    map (the model's smaller singular value 0.08, the plant's 0.02): the correction made on
+    the model's Jacobian does not contract; the next one, from the setpoint before it on the
+    secant-updated Jacobian, does, and the target is held. With the model's Jacobian alone
+    (the first correction not contracting ends them) the arm stays 4 mm off."""
+    results = {}
+    for retries in (0, retarget.RETRIES):
+        loop, target = mixed15_soft_arm(tmp_path, 0)
+        loop.start()
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(retarget, "RETRIES", retries)
+            loop.set_target(target)
+            t = true_settle(loop, target, 14.0)
+        corrections = loop.step.retarget.corrections
+        results[retries] = t
+        if retries:
+            first, second = (np.linalg.norm(c.mismatch) for c in corrections[:2])
+            assert len(corrections) >= 2 and first == pytest.approx(second)  # from before it
+        else:
+            assert "not contracting" in loop.step.retarget.ended
+    assert results[0] is None and results[retarget.RETRIES] is not None
+
+
+def test_the_automatic_gain_damps_a_plant_near_the_edge_of_the_family(tmp_path, monkeypatch):
+    """Target 3 of ``bench control --plant mixed15`` for the double pendulum: the family's
+    robust bound there is 6.3 /s against 611 at the model. At 0.6 × that bound (a margin of
+    1.7, the rule before) the plant swung around the target for the whole trial; at
+    :data:`ROBUST_FRACTION` × it (0.3, the margin the model gets) it settles and holds."""
+    from poise.motion import bounds
+
+    plant = write_named("double_pendulum", "mixed15", tmp_path)
+    loop = SimulatedLoop(config_for("double_pendulum", "fb", "alg1", plant), seed=SEED)
+    target = reachable_targets(loop.plant.physical, loop.limits.qa_min, loop.limits.qa_max,
+                               4, SEED)[3]
+    now = run_case("double_pendulum", "fb", "alg1", [target], plant=plant)
+    monkeypatch.setattr(bounds, "ROBUST_FRACTION", 0.6)
+    before = run_case("double_pendulum", "fb", "alg1", [target], plant=plant)
+    assert before["gains"]["gamma"] == pytest.approx(2 * now["gains"]["gamma"])
+    assert ROBUST_FRACTION == DEFAULT_FRACTION
+    assert now["targets"][0]["success"] and not before["targets"][0]["success"]
+    assert before["targets"][0]["error_m"] > band(loop.plant.physical)

@@ -38,16 +38,30 @@ samples see the static map only: with the true held Jacobian ``J*`` the mismatch
 correction is ``(I − J* J⁺) m̂`` (plus what the integrator removes, which only helps). For a
 plant whose stiffness differs from the model by a factor ``1 + δ`` the held map scales by
 about ``1/(1 + δ)``, so a sample reduces the error by ``|δ/(1 + δ)|``: 0.17 at +20 %, 0.25
-at −20 %, convergent for any stiffness error above −50 %. The loop checks it: a sample whose
-mismatch did not shrink by :data:`CONTRACTION` since the last correction ends the corrections
-of this target (the continuous integrator carries on alone, as before), and one whose
-mismatch grew is undone (the setpoint goes back to where it was before it).
+at −20 %, convergent for any stiffness error above −50 %. Near a fold of the held map that factor
+fails: the model's weak direction can be several times off the plant's, and a correction
+made on the model lands farther off than it started (the soft arm on ``mixed15``: 4.7 mm
+became 45 mm). So every correction the plant answers updates a *measured* held Jacobian
+(Broyden's secant update, :func:`secant_update`, starting from the model's) and the next
+correction uses it. The loop checks contraction: a sample whose mismatch did not shrink by
+:data:`CONTRACTION` since the last correction is given :data:`RETRIES` more corrections
+with the measured Jacobian, from where the arm was before the last one when the mismatch
+grew; after that the corrections of this target end (the continuous integrator carries on
+alone), and a last one that made it worse is undone (the setpoint goes back to where it was
+before it).
 
 **Anti-windup.** A window is discarded (and restarted) when the cycle's anti-windup held an
-actuator, when the device reported a saturated actuator, or when a move is under way; there
-are no corrections towards a target the plan could not reach (the target clamped, ``plan.
-reachable`` False); the correction is bounded by the actuator limits (never integrated past
-them); and there are at most :data:`MAX_CORRECTIONS` per target.
+actuator, when the device reported a saturated actuator, or when a move is under way; the
+correction is bounded by the actuator limits (never integrated past them); and there are at
+most :data:`MAX_CORRECTIONS` per target.
+
+**A target the model does not reach** (``plan.reachable`` False: the model's closest held
+configuration) is corrected too: feedback aims at the model's reference shifted to end at
+the target (:meth:`ControlStep.follow <poise.motion.step.ControlStep.follow>`), so the
+mismatch includes what the model leaves. A plant that differs from its model may reach it
+(on ``mixed15`` the soft arm holds targets past where its model's workspace ends); where the
+plant does not either, the correction is bounded by a limit (a stall) or does not contract,
+and the corrections end.
 
 **Stall.** When the bounded correction cannot remove the mismatch (its residual above the
 tolerance: an actuator at a limit on a branch that cannot reach the target), the corrector
@@ -86,6 +100,9 @@ THRESHOLD = 2.0
 MAX_CORRECTIONS = 6
 #: A mismatch must shrink at least to this fraction of the last one for corrections to go on.
 CONTRACTION = 0.5
+#: ... or the corrections go on with the measured Jacobian (:func:`secant_update`) this many
+#: times in a row before they end.
+RETRIES = 1
 #: The averaging window in damped periods of the slowest structural mode.
 WINDOW_PERIODS = 1.0
 #: The sway in a window is fitted (:func:`static_part`): 0 plain mean, 1 the mode, 2 the
@@ -183,11 +200,13 @@ class Retargeting:
         self.plan = plan
         self.corrections = []
         self._before: FloatArray | None = None  # the setpoint before the last correction
+        self._secant: FloatArray | None = None  # the plant's held Jacobian as measured
+        self._failed = 0  # corrections in a row that did not contract
         self.stalled = None
         self._stall_count = 0
         self._clear()
         slow = plan.loop.slowest_mode() if plan is not None and plan.loop is not None else None
-        if not (active and self.enabled and plan is not None and plan.reachable
+        if not (active and self.enabled and plan is not None
                 and slow is not None and math.isfinite(slow.period)):
             self.ended = "off"
             return
@@ -259,33 +278,57 @@ class Retargeting:
                    qa_min: FloatArray, qa_max: FloatArray) -> FloatArray | None:
         """The window's correction: the actuator goal of the next move within ``[qa_min,
         qa_max]`` (less :data:`LIMIT_MARGIN`), or None (below the threshold, not
-        contracting, or done). Starts the next window."""
+        contracting, or done). Starts the next window.
+
+        The first correction of a plan uses the model's held Jacobian at q̄; each later one
+        the *measured* one, updated by every correction the plant answered (Broyden's
+        secant update, :func:`secant_update`: the samples' change of mismatch against the
+        setpoint's change). Near a fold of the held map the model's weak direction can be
+        several times off the plant's (the soft arm on ``mixed15``: singular values 0.078
+        and 0.022), so a correction on the model lands far off; the one after it, from
+        where the arm was before (:data:`RETRIES` in a row), uses what the plant showed."""
         n = max(self._count, 1)
-        J = held_jacobian(blocks(self.model, q_bar))
+        J = self._secant if self._secant is not None else \
+            held_jacobian(blocks(self.model, q_bar))
         # each sample moved to the setpoint qa (the integrator's share, on the model)
         samples = self._m[:n] - (qa - self._qa[:n]) @ J.T
         mismatch = static_part(samples, self.period, *self._sway)
         self._clear()
         norm = float(np.linalg.norm(mismatch))
+        last = self.corrections[-1] if self.corrections else None
+        if last is not None and self._before is not None:
+            # the plant's answer to the last correction: x_meas moved by m_before − m_now
+            J = self._secant = secant_update(J, np.asarray(qa, float) - self._before,
+                                             last.mismatch - mismatch)
         if norm <= THRESHOLD * self.tolerance or \
                 self.rate_gain * self._damped_period >= SLOW_GAIN:
             return None
-        last = self.corrections[-1] if self.corrections else None
         before = float(np.linalg.norm(last.mismatch)) if last is not None else math.inf
+        start, retry = np.asarray(qa, dtype=float), False
         if norm > CONTRACTION * before:
-            self.ended = f"not contracting ({norm * 1e3:.2g} mm after {before * 1e3:.2g} mm)"
-            if norm > before and self._before is not None:  # worse: undone
-                self.ended += ", undone"
-                return self._before
-            return None
+            self._failed += 1
+            if self._failed > RETRIES or len(self.corrections) >= MAX_CORRECTIONS:
+                self.ended = f"not contracting ({norm * 1e3:.2g} mm after {before * 1e3:.2g} mm)"
+                if norm > before and self._before is not None:  # worse: undone
+                    self.ended += ", undone"
+                    return self._before
+                return None
+            if norm > before and self._before is not None:
+                # worse: again from where it was, with the measured Jacobian
+                assert last is not None
+                start, mismatch, retry = self._before, last.mismatch, True
+        else:
+            self._failed = 0
         if len(self.corrections) >= MAX_CORRECTIONS:
             self.ended = f"{MAX_CORRECTIONS} corrections made"
             return None
         span = np.asarray(qa_max, float) - np.asarray(qa_min, float)
         margin = LIMIT_MARGIN * np.where(np.isfinite(span), span, 0.0)
-        delta, residual, limited = bounded_correction(J, mismatch, qa,
+        delta, residual, limited = bounded_correction(J, mismatch, start,
                                                       qa_min + margin, qa_max - margin)
-        self._before = np.array(qa, dtype=float)
+        self._before = np.array(start, dtype=float)
+        if self._secant is None:
+            self._secant = np.array(J, dtype=float)
         self.corrections.append(Correction(time_s, mismatch, delta, residual, limited))
         self.total += 1
         if limited and residual > STALL_FRACTION * self.tolerance:
@@ -295,11 +338,11 @@ class Retargeting:
             self.ended = f"stalled at a limit ({residual * 1e3:.2g} mm left)"
             return None
         if not np.any(delta):
-            return None
-        if not self._holds_stably(q_bar, qa + delta):
+            return start if retry else None
+        if not self._holds_stably(q_bar, start + delta):
             self.ended = "the corrected setpoint is not a stable held configuration"
             return None
-        return qa + delta
+        return start + delta
 
     def _holds_stably(self, q_bar: FloatArray, qa: FloatArray) -> bool:
         """Whether the model holds ``qa`` at a stable configuration near ``q_bar`` (a large
@@ -341,6 +384,17 @@ def static_part(samples: FloatArray, period: float, sigma: float, omega_d: float
     return coef[0]
 
 
+def secant_update(J: FloatArray, step: FloatArray, change: FloatArray) -> FloatArray:
+    """Broyden's update of a Jacobian estimate ``J`` (task_dim, m) by one measured secant:
+    the smallest change (Frobenius norm) that makes ``J step = change``, ``J + (change − J
+    step) stepᵀ / ‖step‖²``; ``J`` itself when the step is too small to measure anything
+    (below 10⁻⁹ of the actuators' units)."""
+    size = float(step @ step)
+    if not size > 1e-18:
+        return J
+    return J + np.outer(change - J @ step, step) / size
+
+
 def bounded_correction(J: FloatArray, mismatch: FloatArray, qa: FloatArray, lo: FloatArray,
                        hi: FloatArray) -> tuple[FloatArray, float, bool]:
     """``(Δqa, residual, limited)``: ``argmin ‖J Δ − m‖² + μ‖Δ‖²`` with ``lo ≤ qa + Δ ≤ hi``
@@ -364,5 +418,5 @@ def bounded_correction(J: FloatArray, mismatch: FloatArray, qa: FloatArray, lo: 
     return delta, float(np.linalg.norm(J @ delta - mismatch)), True
 
 
-__all__ = ["CONTRACTION", "MAX_CORRECTIONS", "SLOW_GAIN", "THRESHOLD", "Correction", "Retargeting",
-           "bounded_correction", "static_part"]
+__all__ = ["CONTRACTION", "MAX_CORRECTIONS", "RETRIES", "SLOW_GAIN", "THRESHOLD", "Correction",
+           "Retargeting", "bounded_correction", "secant_update", "static_part"]

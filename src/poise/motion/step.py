@@ -172,6 +172,10 @@ class ControlStep:
         #: after it (:meth:`follow`), rows [task units] from the move's first cycle; None: none.
         self.reference: FloatArray | None = None
         self._reference_plan: TargetPlan | None = None
+        #: What feedback aims at after the move, row by row: the reference, or for a plan
+        #: that does not reach its target the reference shifted to end at the target
+        #: (:meth:`follow`).
+        self._aim_rows: FloatArray | None = None
         #: The current move's cycle (0: the cycle that made it; it counts on after arrival).
         self._move_cycle = 0
         #: The reference row aimed at this cycle, and the live parameters aiming at it:
@@ -224,7 +228,7 @@ class ControlStep:
         mode, follow its reference after the move (:meth:`follow`)."""
         self.plan = plan
         self.goal = plan.qa_goal if plan.approach else None
-        self.reference, self._reference_plan = None, None
+        self.reference, self._reference_plan, self._aim_rows = None, None, None
         self.following = None
         self._aiming = None
         if plan.reference is not None:
@@ -246,6 +250,14 @@ class ControlStep:
         IK at row ``i`` in place of the target, so feedback integrates only what the model
         did not predict (:mod:`poise.motion.reference`); past the last row, the target.
         A reference that arrives after the move began joins it at the current cycle.
+
+        For a plan that does not reach its target (the model's closest held configuration,
+        ``plan.reachable`` False), feedback aims at the reference shifted by what the model
+        leaves, ``x_ref[i] + (x* − x_ref[-1])``: the model's prediction of the sway is still
+        not integrated, but a plant that differs from its model, and may reach the target,
+        is driven on towards it rather than held where the model would stop (the soft arm on
+        ``mixed15`` stopped 3.3 mm short, where its model's workspace ends). On the exact
+        model this is what the IK did once the reference ran out.
         Returns False (nothing changes) when ``plan`` is no longer the current plan."""
         if plan is not self.plan:
             return False
@@ -254,6 +266,8 @@ class ControlStep:
             raise ValueError(f"reference of shape {rows.shape}: must be (rows, "
                              f"{self.model.task_dim})")
         self.reference, self._reference_plan = rows, plan
+        self._aim_rows = rows if plan.reachable or not len(rows) else \
+            rows + (np.asarray(plan.target, dtype=np.float64) - rows[-1])
         if self.retarget is not None and self.retarget.plan is plan and \
                 self.retarget.ended == "off":
             self._begin_retarget()
@@ -267,7 +281,7 @@ class ControlStep:
         following.begin(self._cycles, self.clock)
         self.following = following
         self.goal = None
-        self.reference, self._reference_plan = None, None
+        self.reference, self._reference_plan, self._aim_rows = None, None, None
         self._aiming = None
 
     @property
@@ -324,7 +338,7 @@ class ControlStep:
             following.aim(self._cycles, float(getattr(p, LEAD_GAIN.get(p.algorithm, "gamma"))),
                           self._aim)
             return aiming[1]
-        rows, plan = self.reference, self.plan
+        rows, plan = self._aim_rows, self.plan
         i = self._move_cycle
         if (not fb or moving or rows is None or plan is None or self._reference_plan is not plan
                 or i >= rows.shape[0]):
@@ -411,7 +425,7 @@ class ControlStep:
         r = self.retarget
         if r is None or not fb or not r.watching or r.plan is not self.plan:
             return
-        rows = self.reference
+        rows = self._aim_rows
         if self.goal is not None or self.following is not None or rows is None \
                 or not self._aims_at_plan(p):
             r.reset_window()
