@@ -201,6 +201,15 @@ def test_replan_from_the_measured_state_aims_the_model_past_the_plant_mismatch(t
     record = loop.replans[-1]
     assert record["moved"] and loop.step.plan is not before
     assert np.allclose(loop.params.target, target)  # the live target stays the user's
+    # the plan was made for the aim and serves the target: feedback follows its reference
+    # shifted to end at the target, and the corrections watch it (before, neither: the
+    # dancer was left to its 0.08 /s integrator after a re-plan)
+    assert not np.allclose(loop.step.plan.target, target)
+    assert np.allclose(loop.step._aim_rows[-1], target)
+    assert loop.step._aims_at_plan(loop.params)
+    loop.step.retarget.enabled = True
+    loop.step._begin_retarget()
+    assert loop.step.retarget.active
     assert np.all(loop.step.plan.qa_goal <= loop.limits.qa_max)
     assert np.all(loop.step.plan.qa_goal >= loop.limits.qa_min)
     errors = loop.run(20.0)

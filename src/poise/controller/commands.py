@@ -215,7 +215,7 @@ class CommandRoom:
             if replan is not None:
                 new = self._replanned(replan, cycle.params, new)
             if plan is not None:
-                self.adopt(plan)
+                self.adopt(plan, serves=replan.target if replan is not None else None)
             if quick is not None:
                 self.unrefined = Unrefined(quick.plan, quick.serial, s.estops)
                 if moved_from is not None:  # here, under the lock: never after a newer one
@@ -559,13 +559,15 @@ class CommandRoom:
         planner.limits, planner.stepper_factory = step.limits, step.stepper_factory
         return planner
 
-    def adopt(self, plan: TargetPlan) -> None:
-        """Make ``plan`` current: the loop moves the actuators to its goal, then runs the IK.
-        A quick plan's refinement still to come is dropped."""
+    def adopt(self, plan: TargetPlan, serves: np.ndarray | None = None) -> None:
+        """Make ``plan`` current: the loop moves the actuators to its goal, then runs the IK
+        (``serves``: the live target a stall's re-plan serves, :meth:`ControlStep.adopt
+        <poise.motion.step.ControlStep.adopt>`). A quick plan's refinement still to come is
+        dropped."""
         self.unrefined = None
         self.refiner.cancel()
         self.end_trajectory("replaced by a target")
-        self.service.step.adopt(plan)
+        self.service.step.adopt(plan, serves)
         self._stream, self.clamp_note = None, ""
         if not plan.reachable:
             self.service.announce("info", code="target_unreachable",

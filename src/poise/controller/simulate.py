@@ -185,9 +185,10 @@ class SimulatedLoop:
         re-plan from the measured state to where the model must go for the plant to reach
         the target, ``x̄ + m̂``: the planner's starts (q̄, the measured q, the rest pose,
         more where none reaches it) find another member of the held family that reaches it
-        within the limits, and the loop moves there; feedback then aims at the target
-        itself. Once per target; returns whether a new plan was adopted (the record in
-        :attr:`replans` either way)."""
+        within the limits, and the loop moves there; feedback then follows the new plan's
+        reference shifted to end at the target itself (:meth:`ControlStep.adopt
+        <poise.motion.step.ControlStep.adopt>`'s ``serves``). Once per target; returns
+        whether a new plan was adopted (the record in :attr:`replans` either way)."""
         step = self.step
         r, plan, stepper = step.retarget, step.plan, step.stepper
         assert r is not None and r.stalled is not None
@@ -211,7 +212,7 @@ class SimulatedLoop:
         new = move.plan
         record["moved"] = True
         record["aim"] = np.asarray(new.target, dtype=float).tolist()
-        step.adopt(new)
+        step.adopt(new, serves=target)
         self.params = replace(move.params, target=target)
         return True
 

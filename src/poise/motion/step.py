@@ -176,6 +176,8 @@ class ControlStep:
         #: that does not reach its target the reference shifted to end at the target
         #: (:meth:`follow`).
         self._aim_rows: FloatArray | None = None
+        #: The live target the current plan serves where it was made for another aim.
+        self._serves: FloatArray | None = None
         #: The current move's cycle (0: the cycle that made it; it counts on after arrival).
         self._move_cycle = 0
         #: The reference row aimed at this cycle, and the live parameters aiming at it:
@@ -223,10 +225,16 @@ class ControlStep:
         return MotionState(params, stepper.q_bar if stepper is not None else None, q_measured,
                            plan.q_goal if plan is not None else None, move_from)
 
-    def adopt(self, plan: TargetPlan) -> None:
+    def adopt(self, plan: TargetPlan, serves: FloatArray | None = None) -> None:
         """Make ``plan`` current: approach its goal first where it says so; in feedback
-        mode, follow its reference after the move (:meth:`follow`)."""
+        mode, follow its reference after the move (:meth:`follow`).
+
+        ``serves``: the live target a plan made for another aim serves (a stall's re-plan,
+        :mod:`poise.controller.replan`, plans ``x* + m̂`` for the live target ``x*``); then
+        feedback follows its reference shifted to end at ``serves`` and sampled
+        re-targeting watches it, as for a plan aimed at the live target itself."""
         self.plan = plan
+        self._serves = None if serves is None else np.array(serves, dtype=np.float64)
         self.goal = plan.qa_goal if plan.approach else None
         self.reference, self._reference_plan, self._aim_rows = None, None, None
         self.following = None
@@ -266,8 +274,9 @@ class ControlStep:
             raise ValueError(f"reference of shape {rows.shape}: must be (rows, "
                              f"{self.model.task_dim})")
         self.reference, self._reference_plan = rows, plan
-        self._aim_rows = rows if plan.reachable or not len(rows) else \
-            rows + (np.asarray(plan.target, dtype=np.float64) - rows[-1])
+        end = self._serving(plan)
+        self._aim_rows = rows if (plan.reachable and end is plan.target) or not len(rows) \
+            else rows + (np.asarray(end, dtype=np.float64) - rows[-1])
         if self.retarget is not None and self.retarget.plan is plan and \
                 self.retarget.ended == "off":
             self._begin_retarget()
@@ -345,7 +354,7 @@ class ControlStep:
             return p
         aiming = self._aiming
         if aiming is None or aiming[0] is not p:  # new parameters: still this plan's target?
-            same = bool(np.array_equal(p.target, plan.target))
+            same = bool(np.array_equal(p.target, self._serving(plan)))
             aiming = self._aiming = (p, replace(p, target=self._aim) if same else p)
         if aiming[1] is not p:
             np.take(rows, i, axis=0, out=self._aim)
@@ -407,12 +416,19 @@ class ControlStep:
             return ahead[2]
         return move.at(self._move_time)
 
+    def _serving(self, plan: TargetPlan) -> FloatArray:
+        """The live target ``plan`` serves: the one it was adopted for (:meth:`adopt`'s
+        ``serves``), else its own."""
+        serves = self._serves
+        return serves if serves is not None and plan is self.plan else plan.target
+
     def _aims_at_plan(self, p: LiveParams) -> bool:
-        """Whether ``p`` aims at the current plan's target (cached per ``p`` and plan)."""
+        """Whether ``p`` aims at the target the current plan serves (cached per ``p`` and
+        plan)."""
         cached = self._aims_plan
         if cached[0] is not p or cached[1] is not self.plan:
             plan = self.plan
-            same = plan is not None and bool(np.array_equal(p.target, plan.target))
+            same = plan is not None and bool(np.array_equal(p.target, self._serving(plan)))
             cached = self._aims_plan = (p, plan, same)
         return cached[2]
 
