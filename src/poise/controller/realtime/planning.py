@@ -142,8 +142,10 @@ class ParentPlanner:
     def plan_aim(self, aim: np.ndarray) -> TargetPlan | None:
         """A stall's re-plan for the child (:mod:`poise.controller.replan`, in the
         re-planner's thread): ``aim`` planned from the newest cycle record's q̄ and q and the
-        current plan's goal, its move from q̄ chosen here (:meth:`_move`); None unless the
-        loop runs.
+        current plan's goal, its move from q̄ chosen here with this process's steppers
+        (:meth:`MotionPlanner.replan <poise.motion.motion_planner.MotionPlanner.replan>`,
+        as the in-process service's ``CommandRoom.plan_aim``); None unless the loop runs
+        and the child reported its limits.
 
         Raises:
             UnstableTarget, ParamError: no stable held configuration, a gain refused there.
@@ -151,16 +153,16 @@ class ParentPlanner:
         from poise.motion.motion_planner import MotionState
 
         mirror = self._mirror
-        s = mirror._last_sample
-        if mirror.state != State.RUNNING or s is None:
+        s, limits = mirror._last_sample, mirror._limits
+        if mirror.state != State.RUNNING or s is None or limits is None:
             return None
         q_bar = np.asarray(s.q_bar, dtype=float)
         state = MotionState(mirror.params, q_bar=q_bar, q=np.asarray(s.q, dtype=float),
                             goal=mirror._plan_goal, move_from=q_bar)
         planner = self._motion()
-        planner.limits = mirror._limits  # type: ignore[assignment]
-        plan = planner.target_plan(np.asarray(aim, dtype=float), state)
-        return self._move(plan, state) if plan.reachable else plan
+        planner.limits, planner.stepper_factory = limits, self._steppers()
+        plan, move = planner.replan(np.asarray(aim, dtype=float), state)
+        return move.plan if move is not None else plan
 
     def _trajectory(self, value: object, q_bar: np.ndarray) -> TrajectoryRun | ParamError | None:
         """A trajectory's waypoints checked and shaped here from the newest q̄
