@@ -42,6 +42,12 @@ def _info(ctl, code: str) -> list[dict]:
     return [e.data for e in ctl.history() if e.kind == "info" and e.data.get("code") == code]
 
 
+def _commands(ctl) -> list[dict]:
+    """The answers to the re-planner's commands so far."""
+    return [e.data for e in ctl.history() if e.kind == "command"
+            and e.data.get("source") == SOURCE]
+
+
 def _arrive(ctl) -> np.ndarray:
     """Run, send the target, wait for the move to end; the measured centre of mass."""
     assert ctl.start().accepted
@@ -80,9 +86,9 @@ def test_a_stall_is_replanned_in_process_and_the_live_target_stays(stiffer_dance
         lim = ctl.step.limits
         assert np.all(ctl.step.plan.qa_goal <= lim.qa_max + 1e-9)
         assert np.all(ctl.step.plan.qa_goal >= lim.qa_min - 1e-9)
-        commands = [e.data for e in ctl.history() if e.kind == "command"
-                    and e.data.get("source") == SOURCE]
-        assert len(commands) == 1 and commands[0]["accepted"]
+        # the command's answer is announced after the `replanned` info it carries
+        _wait(lambda: _commands(ctl), what="the re-plan's command answer")
+        assert len(_commands(ctl)) == 1 and _commands(ctl)[0]["accepted"]
         # once per target: a second stall on it is left to the integrator
         ctl.step.retarget.stalled = mismatch
         _wait(lambda: _info(ctl, "replan_skipped"), what="the second stall's answer")
@@ -136,6 +142,6 @@ def test_the_real_time_parent_replans_for_its_child(stiffer_dancer):
         (done,) = _info(ctl, "replanned")
         assert done["target"] == TARGET and done["aim"] == pytest.approx(aim)
         assert list(ctl.params.target) == TARGET
-        commands = [e.data for e in ctl.history() if e.kind == "command"
-                    and e.data.get("source") == SOURCE]
-        assert len(commands) == 1 and commands[0]["accepted"]
+        # the child's answer to the command may reach the parent after its `replanned` info
+        _wait(lambda: _commands(ctl), what="the re-plan's command answer")
+        assert len(_commands(ctl)) == 1 and _commands(ctl)[0]["accepted"]
