@@ -10,6 +10,7 @@ Every wait is for a state, never a fixed time; nothing asserts wall time.
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -21,9 +22,10 @@ from poise.controller.config import load_config
 from poise.controller.realtime import RealtimeController
 from poise.controller.service import Controller
 from poise.examples import EXAMPLES_DIR
-from poise.motion.bounds import AUTO_MAX, DEFAULT_FRACTION
+from poise.motion.bounds import AUTO_MAX, DEFAULT_FRACTION, fastest_decay
 from poise.motion.motion_planner import MotionPlanner, MotionState, Move
 from poise.motion.planner import TargetPlan
+from poise.motion.stability import IKGains, LoopLinearisation
 
 #: How long the service may take to come up, plan and settle on a busy machine [s].
 SLOW = 120.0
@@ -72,10 +74,15 @@ def gated(ctl: Controller) -> GatedPlanner:
     return planner
 
 
-def auto_gain(p) -> float:
-    """Γ as ``"auto"`` sets it from the parameters' own stability report."""
+def auto_gain(p, model=None) -> float:
+    """Γ as ``"auto"`` sets it from the parameters' own stability report (its loop
+    linearised again at the report's q with ``model`` when the report crossed a process
+    boundary without it)."""
     report = p.stability
-    return min(DEFAULT_FRACTION * report.gain_max_fb["gamma"], AUTO_MAX, 1.0 / report.period)
+    loop = report.loop or LoopLinearisation(model, np.asarray(report.q), report.period,
+                                            delay=report.delay)
+    cap = min(DEFAULT_FRACTION * report.gain_max_fb["gamma"], AUTO_MAX, 1.0 / report.period)
+    return fastest_decay(loop, replace(IKGains.of(p), mode="fb"), "gamma", cap)
 
 
 def refined_events(events) -> list[dict]:
@@ -274,6 +281,6 @@ def test_through_the_realtime_process_the_child_adopts_at_once_and_applies_the_r
         assert wait_until(lambda: rt.params.stability.q != before.stability.q, SLOW)
         q = np.asarray(rt.params.stability.q)
         assert abs(rt.model.fk(q)[0] - 0.45) <= rt.config.algorithm.tolerance
-        assert rt.params.gamma == pytest.approx(auto_gain(rt.params), rel=1e-6)
+        assert rt.params.gamma == pytest.approx(auto_gain(rt.params, rt.model), rel=1e-6)
         assert wait_until(lambda: (rt.summary().get("reference_s") or 0) > 0, SLOW)
         assert parent.refiner.done == 1

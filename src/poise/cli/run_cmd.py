@@ -538,6 +538,7 @@ def stability_lines(params: dict[str, Any]) -> list[str]:
             f"the robust one, gain margins {1 / st['fraction']:.2g} and {1 / rf:.2g}"
             if u > 0 and rf else
             f"{st['fraction']:g} × it when auto: a gain margin of {1 / st['fraction']:.2g}")
+    auto += ", or less where the slowest pole then decays faster"
     lines = [f"stability         {gains} 1/s in fb ({robust}{auto}; delay "
              f"{st['delay_periods']} period(s))"]
     slow = st.get("slowest_mode")

@@ -4,7 +4,9 @@
 linearised at a target's held configuration) and the live gains into a
 :class:`StabilityReport`: the bound of each gain of the live algorithm in the live mode and in
 feedback, the automatic gains (:data:`DEFAULT_FRACTION` × the feedback bound), the slowest
-structural mode. :func:`warm` computes the bounds of the live algorithm in both modes
+structural mode. An automatic gain is at most that fraction of the bound, and lower where a
+lower one makes the slowest closed-loop pole of the whole family decay faster
+(:func:`fastest_decay`). :func:`warm` computes the bounds of the live algorithm in both modes
 ahead, where a plan is made, so that adopting it and switching mode later cost microseconds.
 """
 
@@ -32,6 +34,13 @@ DEFAULT_FRACTION = 0.3
 #: the lower one where the family nears instability (the dancer's 0.29 against 0.42 /s at the
 #: model, springs −20 %; tendon_3link's 12.8 against 341).
 ROBUST_FRACTION = 0.3
+#: The automatic gain is the cap (the smallest of the fractions above, :data:`AUTO_MAX` and
+#: the rate) or a lower one on a grid of :data:`DECAY_POINTS` steps of ÷ :data:`DECAY_STEP`
+#: whose slowest pole decays :data:`DECAY_GAIN` × faster over the family
+#: (:func:`fastest_decay`).
+DECAY_POINTS = 9
+DECAY_STEP = math.sqrt(2.0)
+DECAY_GAIN = 1.25
 #: Automatic gains are also at most this [1/s]: the linearisation does not model the
 #: actuators' effort limits. The double pendulum's servo saturates on any move; with the
 #: anti-windup on the device's SATURATED bit (:meth:`ControlStep._anti_windup`) it settles at
@@ -53,7 +62,8 @@ class StabilityReport:
         gain_max_fb: the same in feedback (what defaults and a switch to ``fb`` use).
         defaults: the automatic gains: the smallest of :data:`DEFAULT_FRACTION` × the
             feedback bound at the model, :data:`ROBUST_FRACTION` × the robust one,
-            :data:`AUTO_MAX` and the rate.
+            :data:`AUTO_MAX` and the rate, or a lower gain whose slowest pole decays
+            faster over the family (:func:`fastest_decay`).
         slowest: the slowest structural mode (None: the robot has none).
         modes: the structural modes, slowest first.
         period: the loop period [s]; ``delay``: the sensor-to-setpoint delay [periods].
@@ -107,7 +117,8 @@ class StabilityReport:
                 f"{self.fraction:g} × the bound (a gain margin of {1 / self.fraction:.2g})")
         return (f"above it the {self.algorithm} {mode} loop at the current target is "
                 f"unstable{around}{robust} at {1 / self.period:g} Hz with a delay of "
-                f"{self.delay} period{'s' if self.delay != 1 else ''}; 'auto' sets {auto}")
+                f"{self.delay} period{'s' if self.delay != 1 else ''}; 'auto' sets {auto}, "
+                "or less where the slowest closed-loop pole then decays faster")
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready (``inf`` → None)."""
@@ -150,7 +161,8 @@ def assess(loop: LoopLinearisation, g: IKGains, auto: Iterable[str] = ()
     """The automatic gains and the bounds of the live ones.
 
     Each gain of ``g.algorithm`` named in ``auto`` becomes :data:`DEFAULT_FRACTION` × its
-    feedback bound (capped at the loop rate), in the order of :data:`ALGORITHM_GAINS` (ΓZ
+    feedback bound (capped at the loop rate) or the lower value :func:`fastest_decay`
+    finds, in the order of :data:`ALGORITHM_GAINS` (ΓZ
     before ΓE, each at the others' values); then the bounds of every gain are computed at
     the resulting gains, in the current mode and in feedback.
 
@@ -163,8 +175,9 @@ def assess(loop: LoopLinearisation, g: IKGains, auto: Iterable[str] = ()
     fb = replace(g, mode="fb")
     defaults: dict[str, float] = {}
     for key in keys:
-        defaults[key] = min(DEFAULT_FRACTION * loop.nominal_bound(key, fb),
-                            ROBUST_FRACTION * loop.bound(key, fb), AUTO_MAX, rate)
+        cap = min(DEFAULT_FRACTION * loop.nominal_bound(key, fb),
+                  ROBUST_FRACTION * loop.bound(key, fb), AUTO_MAX, rate)
+        defaults[key] = fastest_decay(loop, fb, key, cap)
         if key in auto:
             fb = fb.with_gain(key, defaults[key])
     live = replace(fb, mode=g.mode)
@@ -179,6 +192,29 @@ def assess(loop: LoopLinearisation, g: IKGains, auto: Iterable[str] = ()
     return live, report
 
 
+def fastest_decay(loop: LoopLinearisation, g: IKGains, key: str, cap: float) -> float:
+    """The value of gain ``key`` in ``(0, cap]`` whose slowest closed-loop pole decays
+    fastest over the plants the bound holds for (:meth:`~poise.motion.stability.
+    LoopLinearisation.worst_radius`), on the grid ``cap × DECAY_STEP^-j``,
+    ``j <`` :data:`DECAY_POINTS`; ``cap`` itself unless a lower gain decays
+    :data:`DECAY_GAIN` × faster.
+
+    Below the bound the decay need not improve with the gain: around a lightly damped mode
+    the integrator's pole and the mode's meet, and past that the mode's damping is used up
+    (the double pendulum at target 0 of ``bench control --plant mixed15``: the slowest pole
+    decays in 1.6 s at Γ = 1 /s and in 3.7 s at Γ = 10 /s, the cap; the plant rang there for
+    9 s)."""
+    if not (math.isfinite(cap) and cap > 0.0):
+        return cap
+    tau = {}  # the slowest pole's decay time [s] per candidate gain
+    for j in range(DECAY_POINTS):
+        gain = cap * DECAY_STEP ** -j
+        radius = loop.worst_radius(key, g.with_gain(key, gain))
+        tau[gain] = -loop.period / math.log(radius) if 0.0 < radius < 1.0 else math.inf
+    best = min(tau, key=lambda gain: (tau[gain], -gain))
+    return best if tau[best] * DECAY_GAIN < tau[cap] else cap
+
+
 def warm(loop: LoopLinearisation, g: IKGains, auto: Iterable[str] = ()) -> None:
     """Compute (and cache in ``loop``) the bounds of the live algorithm in both modes at the
     update rule, λ and automatic gains of ``g``: done where a plan is made, so that adopting
@@ -188,4 +224,5 @@ def warm(loop: LoopLinearisation, g: IKGains, auto: Iterable[str] = ()) -> None:
         assess(loop, replace(g, mode=mode), auto)
 
 
-__all__ = ["AUTO_MAX", "DEFAULT_FRACTION", "ROBUST_FRACTION", "StabilityReport", "assess", "warm"]
+__all__ = ["AUTO_MAX", "DECAY_GAIN", "DECAY_POINTS", "DECAY_STEP", "DEFAULT_FRACTION",
+           "ROBUST_FRACTION", "StabilityReport", "assess", "fastest_decay", "warm"]

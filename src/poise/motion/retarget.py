@@ -41,10 +41,18 @@ about ``1/(1 + δ)``, so a sample reduces the error by ``|δ/(1 + δ)|``: 0.17 a
 at −20 %, convergent for any stiffness error above −50 %. Near a fold of the held map that factor
 fails: the model's weak direction can be several times off the plant's, and a correction
 made on the model lands farther off than it started (the soft arm on ``mixed15``: 4.7 mm
-became 45 mm). So every correction the plant answers updates a *measured* held Jacobian
+became 49 mm). So a correction is made in a *trust region* (:func:`trust_radius`): no longer
+than a step whose outcome a Jacobian off by the stated uncertainty (±20 %) can miss by at
+most the mismatch itself (:data:`TRUST_MISS`: never worse than no correction); a longer one
+is damped (Levenberg–Marquardt, :func:`bounded_correction`), which gives up the weak
+direction first. A trust-limited
+correction the plant answered as the model said (:func:`reduction_ratio` ≥
+:data:`TRUST_GOOD`) lets the next go :data:`TRUST_GROWTH` × farther. And every correction
+the plant answers updates a *measured* held Jacobian
 (Broyden's secant update, :func:`secant_update`, starting from the model's) and the next
 correction uses it. The loop checks contraction: a sample whose mismatch did not shrink by
-:data:`CONTRACTION` since the last correction is given :data:`RETRIES` more corrections
+1 − :data:`CONTRACTION` of what the last correction predicted (all of it, unless the trust
+region or a limit held it back) is given :data:`RETRIES` more corrections
 with the measured Jacobian, from where the arm was before the last one when the mismatch
 grew; after that the corrections of this target end (the continuous integrator carries on
 alone), and a last one that made it worse is undone (the setpoint goes back to where it was
@@ -84,6 +92,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from poise.api.rules import GAIN_UNCERTAINTY
 from poise.ik.held_common import held_jacobian
 from poise.models.actuation import blocks
 from poise.models.base import FloatArray, MechanicalModel
@@ -112,9 +121,19 @@ SWAY_FIT = 2
 #: below this. A step (a window and a ZVD-shaped move, about 2 T_d) leaves about 0.2 of the
 #: error (springs ±20 %) times ``e^{−Γ T_d}`` (the integrator runs in the window, not in the
 #: move); the integrator alone over the same time leaves ``e^{−2 Γ T_d}``: the step is the
-#: faster one while ``Γ T_d < ln 5 ≈ 1.6``. (The double pendulum's Γ = 10 /s against its
-#: 1.5 s period: the integrator alone; the dancer's 0.13 /s against 3–8 s: corrections.)
+#: faster one while ``Γ T_d < ln 5 ≈ 1.6``. (tendon_3link's Γ up to 10 /s against its
+#: period: the integrator alone; the dancer's 0.13 /s against 3–8 s and the double
+#: pendulum's 0.6–0.9 /s against 1.3 s: corrections.)
 SLOW_GAIN = 1.5
+#: The trust region (:func:`trust_radius`) admits a step that a held Jacobian off by the
+#: stated uncertainty misses by at most this fraction of the mismatch (1: never worse than no
+#: correction).
+TRUST_MISS = 1.0
+#: A trust-limited correction (:func:`trust_radius`) whose outcome matched the model's
+#: prediction this well (:func:`reduction_ratio`) lets the next one go :data:`TRUST_GROWTH`
+#: times farther; one that did not contract shrinks it as much.
+TRUST_GOOD = 0.75
+TRUST_GROWTH = 4.0
 #: Regularisation μ of the bounded least squares, relative to ‖J‖² (a minimum-norm
 #: correction on a redundant arm).
 REGULARISATION = 1e-6
@@ -135,6 +154,7 @@ class Correction:
         delta: the actuator correction Δqa (m,) [actuator units].
         residual: ‖J Δqa − m̂‖ predicted on the model [task units] (> 0 when limited).
         limited: an actuator limit bounded it.
+        radius: the trust region ‖Δqa‖ ≤ radius it was made in [actuator units].
     """
 
     time_s: float
@@ -142,12 +162,14 @@ class Correction:
     delta: FloatArray
     residual: float
     limited: bool
+    radius: float = math.inf
 
     def as_dict(self) -> dict[str, Any]:
         return {"t": self.time_s, "mismatch": [float(x) for x in self.mismatch],
                 "mismatch_norm": float(np.linalg.norm(self.mismatch)),
                 "delta": [float(x) for x in self.delta], "residual": self.residual,
-                "limited": self.limited}
+                "limited": self.limited,
+                "radius": self.radius if math.isfinite(self.radius) else None}
 
 
 class Retargeting:
@@ -202,6 +224,7 @@ class Retargeting:
         self._before: FloatArray | None = None  # the setpoint before the last correction
         self._secant: FloatArray | None = None  # the plant's held Jacobian as measured
         self._failed = 0  # corrections in a row that did not contract
+        self._trust = 1.0  # the trust region's scale (trust_radius × this)
         self.stalled = None
         self._stall_count = 0
         self._clear()
@@ -305,7 +328,11 @@ class Retargeting:
             return None
         before = float(np.linalg.norm(last.mismatch)) if last is not None else math.inf
         start, retry = np.asarray(qa, dtype=float), False
-        if norm > CONTRACTION * before:
+        ratio = reduction_ratio(before, norm, last.residual) if last is not None else 1.0
+        if last is not None and math.isfinite(last.radius) and ratio >= TRUST_GOOD:
+            self._trust *= TRUST_GROWTH  # the model answered as it said, so far out
+        if ratio < 1.0 - CONTRACTION:
+            self._trust /= TRUST_GROWTH
             self._failed += 1
             if self._failed > RETRIES or len(self.corrections) >= MAX_CORRECTIONS:
                 self.ended = f"not contracting ({norm * 1e3:.2g} mm after {before * 1e3:.2g} mm)"
@@ -324,13 +351,20 @@ class Retargeting:
             return None
         span = np.asarray(qa_max, float) - np.asarray(qa_min, float)
         margin = LIMIT_MARGIN * np.where(np.isfinite(span), span, 0.0)
+        radius = self._trust * trust_radius(J, mismatch)
         delta, residual, limited = bounded_correction(J, mismatch, start,
-                                                      qa_min + margin, qa_max - margin)
+                                                      qa_min + margin, qa_max - margin,
+                                                      radius)
         self._before = np.array(start, dtype=float)
         if self._secant is None:
             self._secant = np.array(J, dtype=float)
-        self.corrections.append(Correction(time_s, mismatch, delta, residual, limited))
+        trusted = radius if float(np.linalg.norm(delta)) >= 0.999 * radius else math.inf
+        self.corrections.append(Correction(time_s, mismatch, delta, residual, limited,
+                                           trusted))
         self.total += 1
+        if limited and math.isfinite(radius):  # what the limits alone leave
+            residual = bounded_correction(J, mismatch, start, qa_min + margin,
+                                          qa_max - margin)[1]
         if limited and residual > STALL_FRACTION * self.tolerance:
             # the limits keep the correction from the target: no move into them (the
             # owner re-plans from the measured state, :attr:`stalled`)
@@ -384,6 +418,28 @@ def static_part(samples: FloatArray, period: float, sigma: float, omega_d: float
     return coef[0]
 
 
+def trust_radius(J: FloatArray, mismatch: FloatArray) -> float:
+    """The trust region of a correction [actuator units]: the longest step ``Δ`` whose
+    outcome a held Jacobian off by the stated uncertainty δ (:data:`~poise.api.rules.
+    GAIN_UNCERTAINTY`, ``‖J* − J‖ ≤ δ ‖J‖``) can miss by at most :data:`TRUST_MISS` × the
+    mismatch: ``δ ‖J‖ ‖Δ‖ ≤ TRUST_MISS ‖m̂‖`` (a step never worse than none). A
+    well-conditioned ``J`` never meets it; near
+    a fold of the held map, where the step along the weak direction is long, the model's
+    error along it is what the plant answers (the soft arm on ``mixed15``: 4.7 mm became
+    49 mm), so the step gives up that direction first (:func:`bounded_correction`)."""
+    size = float(np.linalg.norm(J, 2))
+    if not size > 0.0:
+        return math.inf
+    return TRUST_MISS * float(np.linalg.norm(mismatch)) / (GAIN_UNCERTAINTY * size) or math.inf
+
+
+def reduction_ratio(before: float, after: float, predicted: float) -> float:
+    """ρ = achieved / predicted reduction of the mismatch norm by a correction (1: as the
+    model said; a trust region's test); ``-inf`` when none was predicted."""
+    expected = before - predicted
+    return (before - after) / expected if expected > 0.0 else -math.inf
+
+
 def secant_update(J: FloatArray, step: FloatArray, change: FloatArray) -> FloatArray:
     """Broyden's update of a Jacobian estimate ``J`` (task_dim, m) by one measured secant:
     the smallest change (Frobenius norm) that makes ``J step = change``, ``J + (change − J
@@ -396,12 +452,18 @@ def secant_update(J: FloatArray, step: FloatArray, change: FloatArray) -> FloatA
 
 
 def bounded_correction(J: FloatArray, mismatch: FloatArray, qa: FloatArray, lo: FloatArray,
-                       hi: FloatArray) -> tuple[FloatArray, float, bool]:
+                       hi: FloatArray, radius: float = math.inf
+                       ) -> tuple[FloatArray, float, bool]:
     """``(Δqa, residual, limited)``: ``argmin ‖J Δ − m‖² + μ‖Δ‖²`` with ``lo ≤ qa + Δ ≤ hi``
     (μ = :data:`REGULARISATION` ‖J‖²), the residual ``‖J Δ − m‖`` and whether a bound is
-    active. Unbounded, this is the damped pseudo-inverse ``J⁺ m`` the IK's update uses."""
+    active. Unbounded, this is the damped pseudo-inverse ``J⁺ m`` the IK's update uses.
+
+    ``radius`` [actuator units]: a trust region ``‖Δ‖ ≤ radius``; where the damped solution
+    is longer, μ grows until it fits (:func:`trust_damping`: Levenberg–Marquardt), which
+    gives up the weak directions of ``J`` first."""
     k, m = J.shape
-    mu = REGULARISATION * max(float(np.sum(J * J)), 1e-30)
+    mu = max(REGULARISATION * max(float(np.sum(J * J)), 1e-30), trust_damping(J, mismatch,
+                                                                              radius))
     free = J.T @ np.linalg.solve(J @ J.T + mu * np.eye(k), mismatch) if k <= m else \
         np.linalg.solve(J.T @ J + mu * np.eye(m), J.T @ mismatch)
     lower, upper = lo - qa, hi - qa
@@ -415,8 +477,39 @@ def bounded_correction(J: FloatArray, mismatch: FloatArray, qa: FloatArray, lo: 
     upper = np.maximum(upper, 0.0)
     res = lsq_linear(A, b, bounds=(lower, upper + 1e-15), method="bvls")
     delta = np.clip(res.x, lower, upper)
+    size = float(np.linalg.norm(delta))
+    if size > radius:  # toward 0, which the bounds admit
+        delta = delta * (radius / size)
     return delta, float(np.linalg.norm(J @ delta - mismatch)), True
 
 
-__all__ = ["CONTRACTION", "MAX_CORRECTIONS", "RETRIES", "SLOW_GAIN", "THRESHOLD", "Correction",
-           "Retargeting", "bounded_correction", "secant_update", "static_part"]
+def trust_damping(J: FloatArray, mismatch: FloatArray, radius: float) -> float:
+    """The smallest damping μ ≥ 0 with ``‖Δ(μ)‖ ≤ radius`` (> 0), ``Δ(μ) = Σ σᵢ/(σᵢ² + μ)
+    vᵢ uᵢᵀ m`` (the damped least-squares step along ``J``'s singular vectors, whose length
+    falls as μ grows); 0 when the undamped step fits. Bisection on log μ (the problem is a
+    few actuators wide)."""
+    if not math.isfinite(radius):
+        return 0.0
+    if not radius > 0.0:
+        raise ValueError(f"trust radius {radius}: must be > 0")
+    U, sigma, _ = np.linalg.svd(J, full_matrices=False)
+    proj = U.T @ np.asarray(mismatch, dtype=float)
+    live = sigma > 1e-12 * max(float(sigma[0]) if sigma.size else 0.0, 1e-300)
+
+    def length(mu: float) -> float:
+        s = sigma[live]
+        return float(np.linalg.norm(s / (s * s + mu) * proj[live]))
+
+    if not np.any(live) or length(0.0) <= radius:
+        return 0.0
+    lo = math.log(max(float(np.min(sigma[live])) ** 2 * 1e-6, 1e-300))
+    hi = math.log(float(sigma[0]) * float(np.linalg.norm(proj)) / radius + 1e-300)
+    for _ in range(60):  # ‖Δ(e^hi)‖ ≤ σ₁‖m‖/e^hi = radius
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if length(math.exp(mid)) > radius else (lo, mid)
+    return math.exp(hi)
+
+
+__all__ = ["CONTRACTION", "MAX_CORRECTIONS", "RETRIES", "SLOW_GAIN", "THRESHOLD", "TRUST_GOOD",
+           "TRUST_GROWTH", "TRUST_MISS", "Correction", "Retargeting", "bounded_correction",
+           "reduction_ratio", "secant_update", "static_part", "trust_damping", "trust_radius"]

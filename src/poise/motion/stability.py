@@ -348,6 +348,18 @@ class LoopLinearisation:
                 bound = min(bound, other)
         return bound
 
+    def worst_radius(self, key: str, g: IKGains) -> float:
+        """The largest spectral radius of the closed loop at ``g`` over the model and, in
+        ``fb``, the plants of :meth:`variants` that can hold the configuration at all (a
+        stable value of gain ``key``, as :meth:`bound` counts them): how slowly the slowest
+        pole of that whole family decays, ``ρ = e^{−Δt/τ}``."""
+        worst = self.spectral_radius(g)
+        if g.mode == "fb":
+            for variant in self.variants():
+                if variant.nominal_bound(key, g) > 0:
+                    worst = max(worst, variant.spectral_radius(g))
+        return worst
+
     def nominal_bound(self, key: str, g: IKGains) -> float:
         """The largest value of gain ``key`` [1/s] below which the loop is stable for every
         value (the other gains as in ``g``), at this linearisation's plant; ``inf`` if every
