@@ -5,6 +5,7 @@ whose springs are 10 % stiffer than its model (real time, through a pty)."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from poise.api.state import State
 from poise.controller.config import load_config
 from poise.controller.replan import SOURCE
 from poise.examples import EXAMPLES_DIR
+from poise.motion.stability import ALGORITHM_GAINS
 from poise.sim.named import write_named
 
 pytest.importorskip("poise.sim")
@@ -31,10 +33,13 @@ def _config(dev_path: str, **extra):
     return load_config(EXAMPLES_DIR / "dancer.toml", over)
 
 
-def _wait(predicate, timeout: float = 120.0, what: str = "") -> None:
+def _wait(predicate, timeout: float = 120.0, what: str = "", ctl=None) -> None:
     end = time.monotonic() + timeout
     while not predicate():
-        assert time.monotonic() < end, f"timed out waiting for {what}"
+        if time.monotonic() >= end:  # what the service was doing, for the next reader
+            detail = "" if ctl is None else (
+                f": state {ctl.state}, events {[e.data for e in ctl.history()][-8:]}")
+            raise AssertionError(f"timed out waiting for {what}{detail}")
         time.sleep(0.02)
 
 
@@ -53,7 +58,8 @@ def _arrive(ctl) -> np.ndarray:
     assert ctl.start().accepted
     _wait(lambda: ctl.state == State.RUNNING, what="running")
     assert ctl.submit(Command("target", TARGET)).accepted
-    _wait(lambda: ctl.step.plan is not None and ctl.step.goal is None, what="arrival")
+    _wait(lambda: ctl.step.plan is not None and ctl.step.goal is None, what="arrival",
+          ctl=ctl)
     return np.asarray(ctl.model.fk(np.asarray(ctl.cycle.last["q"], dtype=float)))
 
 
@@ -145,3 +151,29 @@ def test_the_real_time_parent_replans_for_its_child(stiffer_dancer):
         # the child's answer to the command may reach the parent after its `replanned` info
         _wait(lambda: _commands(ctl), what="the re-plan's command answer")
         assert len(_commands(ctl)) == 1 and _commands(ctl)[0]["accepted"]
+
+
+def test_a_ring_is_announced_and_backs_off_only_the_automatic_gains(stiffer_dancer):
+    """The ring watch (:mod:`poise.motion.ringwatch`) of the service's step: when it finds
+    a ring (here set as the watch sets it), the cycle announces ``gain_backed_off`` with
+    the scale, and the IK steps with the automatic rate gains × that scale; an explicit
+    gain is the user's and stays."""
+    from poise.controller.service import Controller
+
+    with Controller(_config(stiffer_dancer.path)) as ctl:
+        assert ctl.start().accepted
+        _wait(lambda: ctl.state == State.RUNNING, what="running")
+        ring = ctl.step.ring
+        p = ctl.params
+        assert ring is not None and p.auto and ctl.step._backed_off(p) is p
+        ring.scale, ring.rings = 0.5, ring.rings + 1
+        _wait(lambda: _info(ctl, "gain_backed_off"), what="the announcement")
+        (event,) = _info(ctl, "gain_backed_off")
+        assert event["gain_scale"] == 0.5 and event["rings"] == 1
+        scaled = ctl.step._backed_off(p)
+        keys = ALGORITHM_GAINS[p.algorithm]
+        assert set(keys) <= p.auto
+        for key in keys:
+            assert getattr(scaled, key) == pytest.approx(0.5 * getattr(p, key))
+        explicit = replace(p, auto=frozenset())
+        assert ctl.step._backed_off(explicit) is explicit

@@ -14,7 +14,7 @@ from poise.api.rules import GAIN_UNCERTAINTY
 from poise.benchmarks.control import SEED, band, config_for, reachable_targets, run_case
 from poise.controller.simulate import SimulatedLoop
 from poise.models.registry import builtin_path, load_model
-from poise.motion import retarget
+from poise.motion import retarget, ringwatch
 from poise.motion.bounds import DEFAULT_FRACTION, ROBUST_FRACTION, assess
 from poise.motion.planner import plan_target
 from poise.motion.retarget import (
@@ -342,7 +342,8 @@ def test_the_automatic_gain_damps_a_plant_near_the_edge_of_the_family(tmp_path, 
     robust bound there is 6.3 /s against 611 at the model. At 0.6 × that bound (a margin of
     1.7, the rule before) the plant swung around the target for the whole trial; at
     :data:`ROBUST_FRACTION` × it (0.3, the margin the model gets) or below (the fastest
-    decay, :func:`~poise.motion.bounds.fastest_decay`) it settles and holds."""
+    decay, :func:`~poise.motion.bounds.fastest_decay`) it settles and holds. At 0.6 × with
+    the ring watch on, the watch hears the swing and backs the gain off: it settles too."""
     from poise.motion import bounds
 
     plant = write_named("double_pendulum", "mixed15", tmp_path)
@@ -352,11 +353,16 @@ def test_the_automatic_gain_damps_a_plant_near_the_edge_of_the_family(tmp_path, 
     now = run_case("double_pendulum", "fb", "alg1", [target], plant=plant)
     monkeypatch.setattr(bounds, "ROBUST_FRACTION", 0.6)
     monkeypatch.setattr(bounds, "fastest_decay", lambda loop, g, key, cap: cap)
+    watched = run_case("double_pendulum", "fb", "alg1", [target], plant=plant)
+    monkeypatch.setattr(ringwatch, "FLOOR", math.inf)  # the ring watch off, as before it
     before = run_case("double_pendulum", "fb", "alg1", [target], plant=plant)
     assert before["gains"]["gamma"] > 1.5 * now["gains"]["gamma"]
     assert ROBUST_FRACTION == DEFAULT_FRACTION
     assert now["targets"][0]["success"] and not before["targets"][0]["success"]
     assert before["targets"][0]["error_m"] > band(loop.plant.physical)
+    # the ring watch (poise.motion.ringwatch) hears that swing and backs the gain off
+    assert now["rings"] == 0 and before["rings"] == 0
+    assert watched["rings"] >= 1 and watched["targets"][0]["success"]
 
 
 def test_the_trust_region_keeps_a_correction_near_a_fold_from_growing_the_error(tmp_path):

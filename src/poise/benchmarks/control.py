@@ -168,6 +168,8 @@ def run_case(name: str, mode: str, algorithm: str, targets: Sequence[FloatArray]
     return {"model": name, "mode": mode, "algorithm": algorithm, "band_m": eps,
             # sampled re-targeting (fb, poise.motion.retarget): corrections made, re-plans
             "corrections": retarget.total if retarget is not None else 0,
+            # the ring watch (fb, poise.motion.ringwatch): automatic gains backed off
+            "rings": loop.step.ring.rings if loop.step.ring is not None else 0,
             "replans": loop.replans,
             "plant_differs": loop.plant.differences,
             "calibration": calibration,

@@ -107,6 +107,7 @@ class Cycle:
         self.last_frame_time = time.perf_counter()
         self._seq = 0
         self._corrections_seen = 0  # sampled re-targeting's corrections announced
+        self._rings_seen = 0  # the ring watch's gain back-offs announced
         self._target_cache: tuple[object, tuple[float, ...]] = (None, ())
 
     # ------------------------------------------------------------------ the ordinary cycle
@@ -298,9 +299,17 @@ class Cycle:
         limit bounded it), and ``stalled_at_limit`` when the limits keep a correction from
         the target (the live target, the mismatch, and ``aim``: where a re-plan from the
         measured state should send the model, the plan's target plus the mismatch; the
-        service's :class:`~poise.controller.replan.StallReplanner` hears it and re-plans)."""
-        r = self.step.retarget
+        service's :class:`~poise.controller.replan.StallReplanner` hears it and re-plans);
+        and ``gain_backed_off`` when the ring watch (:mod:`poise.motion.ringwatch`) halved
+        the automatic rate gains (``gain_scale``, ``rings``)."""
+        r, ring = self.step.retarget, self.step.ring
         assert r is not None
+        if ring is not None and ring.rings != self._rings_seen:
+            self._rings_seen = ring.rings
+            self.hub.announce("info", code="gain_backed_off", **ring.summary(),
+                              reason="the task error swung on undamped after the move "
+                                     "(poise.motion.ringwatch): the automatic rate gains "
+                                     f"× {ring.scale:g} until the next target")
         if r.total != self._corrections_seen:
             self._corrections_seen = r.total
             if r.corrections:

@@ -30,8 +30,10 @@ from poise.motion.options import MotionOptions
 from poise.motion.params import LiveParams
 from poise.motion.planner import TargetPlan, approach_move, approach_speed
 from poise.motion.retarget import Retargeting
+from poise.motion.ringwatch import RingWatch
 from poise.motion.safety import SafetyLimits, all_finite, limit_setpoint
 from poise.motion.shaping import ShapedMove
+from poise.motion.stability import ALGORITHM_GAINS
 from poise.motion.stepper import Stepper, make_stepper
 from poise.motion.streaming import LEAD_GAIN, Following
 
@@ -198,6 +200,11 @@ class ControlStep:
         #: Sampled re-targeting in feedback (:mod:`poise.motion.retarget`); None: off.
         self.retarget: Retargeting | None = None if tolerance is None else Retargeting(
             model, period, tolerance)
+        #: The ring watch in feedback (:mod:`poise.motion.ringwatch`): its scale on the
+        #: automatic rate gains; None: off (with re-targeting).
+        self.ring: RingWatch | None = None if tolerance is None else RingWatch(period,
+                                                                              tolerance)
+        self._scaled: tuple[LiveParams | None, float, LiveParams | None] = (None, 1.0, None)
 
     def make_plan(self, target: FloatArray, q_measured: FloatArray | None,
                   tol: float, params: LiveParams | None = None) -> TargetPlan:
@@ -245,11 +252,26 @@ class ControlStep:
 
     def _begin_retarget(self) -> None:
         """Sampled re-targeting starts afresh for the current plan (active where it has a
-        reference to measure the mismatch against)."""
+        reference to measure the mismatch against), and so does the ring watch."""
         r = self.retarget
         if r is not None:
             r.begin(self.plan, self.reference is not None
                     and self._reference_plan is self.plan)
+        if self.ring is not None:
+            self.ring.begin(self.plan)
+
+    def _backed_off(self, p: LiveParams) -> LiveParams:
+        """``p`` with its automatic rate gains × the ring watch's scale
+        (:mod:`poise.motion.ringwatch`; ``p`` itself at 1), one copy per parameter set."""
+        ring = self.ring
+        if ring is None or ring.scale >= 1.0 or not p.auto:
+            return p
+        last, scale, copy = self._scaled
+        if last is not p or scale != ring.scale or copy is None:
+            keys = [k for k in ALGORITHM_GAINS.get(p.algorithm, ()) if k in p.auto]
+            copy = replace(p, **{k: getattr(p, k) * ring.scale for k in keys})
+            self._scaled = (p, ring.scale, copy)
+        return copy
 
     def follow(self, plan: TargetPlan, reference: FloatArray) -> bool:
         """Make feedback follow ``reference`` after ``plan``'s move: the model's predicted
@@ -438,6 +460,7 @@ class ControlStep:
         feedback, once the move has arrived, the mismatch between the model's predicted
         response and the measured task value is averaged over a window; a full window may
         start a correction move (the IK paused while it runs, as during any move)."""
+        self._ring_cycle(p, x_meas, fb)
         r = self.retarget
         if r is None or not fb or not r.watching or r.plan is not self.plan:
             return
@@ -470,6 +493,18 @@ class ControlStep:
         self.goal = self._move_goal = self.move.goal
         self._move_time = 0.0
         self._ahead = None
+
+    def _ring_cycle(self, p: LiveParams, x_meas: FloatArray, fb: bool) -> None:
+        """The ring watch after this cycle: in feedback with automatic gains, after the
+        move, while the IK aims at the current plan's reference."""
+        ring, rows = self.ring, self._aim_rows
+        if ring is None or not fb or not p.auto:
+            return
+        if self.goal is not None or self.following is not None or rows is None \
+                or self._reference_plan is not self.plan or not self._aims_at_plan(p):
+            ring.reset()
+            return
+        ring.observe(rows[min(self._move_cycle, rows.shape[0] - 1)] - x_meas)
 
     def look_ahead(self) -> None:
         """Make the next cycle's setpoint of the approach move now, after this cycle's
@@ -508,7 +543,7 @@ class ControlStep:
         call (:meth:`poise.motion.compiled_steppers.CompiledStepper.cycle`); returns
         ``(h(q), x used)``."""
         move_qa = self._begin(stepper)
-        p_live, p = p, self._aimed(p, fb, move_qa is not None)
+        p_live, p = p, self._backed_off(self._aimed(p, fb, move_qa is not None))
         x_meas, x_used, status = stepper.cycle(p, q, fb, move_qa, fb and move_qa is None,
                                                bool(saturated), self._limit_arrays(),
                                                self.period)
@@ -535,7 +570,7 @@ class ControlStep:
                     self._cycles)
         try:
             move_qa = self._begin(stepper)
-            p_live, p = p, self._aimed(p, fb, move_qa is not None)
+            p_live, p = p, self._backed_off(self._aimed(p, fb, move_qa is not None))
             outcome, x_meas, x_used, g_status = stepper.wire(
                 p, fb, move_qa, fb and move_qa is None, self._limit_arrays(), self.period,
                 buffers, data)
@@ -594,8 +629,8 @@ class ControlStep:
             x_meas = model.fk(q)
             x_used = x_meas if fb else stepper.x_bar
             move_qa = self._begin(stepper)
-            proposed = stepper.propose(self._aimed(p, fb, move_qa is not None),
-                                       x_meas if fb else None, period)
+            aimed = self._backed_off(self._aimed(p, fb, move_qa is not None))
+            proposed = stepper.propose(aimed, x_meas if fb else None, period)
             stepper.commit(self._safe_setpoint(stepper, proposed, q, fb, saturated,
                                                p.algorithm, move_qa))
             self._retarget_cycle(p, x_meas, fb, saturated)

@@ -1,0 +1,120 @@
+"""Feedback that rings on the plant: the automatic rate gain backed off (issue 35).
+
+The automatic gains are chosen on the loop linearised at the model (:mod:`poise.motion.
+bounds`), with a margin over a family of plants whose springs are off by ±20 %. The
+linearisation knows neither a tendon's dead band, nor the plant's own sensor delay, nor how
+far the plant's held map is from the model's near a fold, and there a gain the model finds
+well damped can make the real loop ring: ``soft_arm_stiff`` on the ``real`` plant (bench
+control, target 17: the plant holds it past where the model's workspace ends) arrived within
+0.2 mm, and 0.5 s later the loop at Γ = 5 /s rang up to 190 mm through the tendons' dead
+band and never settled; at Γ ≤ 2 /s it settles in under 2 s.
+
+:class:`RingWatch` watches the task error the IK integrates (the aim minus the measurement)
+after the move, in feedback: its swing over each window of one damped period of the slowest
+structural mode, half the norm of its componentwise range (a static error has none, an
+approach as much as it moved in the window). When the swing did not fall below
+:data:`SUSTAIN` × the window before in :data:`WINDOWS` windows in a row and stands above
+:data:`FLOOR` × the tolerance, the loop rings: :attr:`RingWatch.scale`, by which the step
+multiplies the *automatic* rate gains (an explicit gain is the user's), halves, down to
+:data:`MIN_SCALE`, and the watch starts again. A sway of the structure decays faster
+(ζ ≥ 0.05 on the reference robots: 0.73 per period at most), and so do a push taken back and
+the integrator's own approach, so on the exact model the scale stays 1. A new plan starts at 1
+again (its gain is made for its target).
+"""
+
+from __future__ import annotations
+
+import math
+from itertools import pairwise
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from poise.models.base import FloatArray
+
+if TYPE_CHECKING:
+    from poise.motion.planner import TargetPlan
+
+#: A ring: the swing does not fall below this fraction of the window before ...
+SUSTAIN = 0.9
+#: ... in this many windows in a row ...
+WINDOWS = 1
+#: ... and exceeds this multiple of the tolerance.
+FLOOR = 3.0
+#: Each ring halves the scale, down to this.
+MIN_SCALE = 1.0 / 16.0
+
+
+class RingWatch:
+    """The ring watch of one control step (see the module docstring).
+
+    Args:
+        period: the loop period Δt [s].
+        tolerance: the IK tolerance [task units] (:data:`FLOOR` × it is the least ring).
+    """
+
+    def __init__(self, period: float, tolerance: float) -> None:
+        self.period = float(period)
+        self.tolerance = float(tolerance)
+        #: The factor on the automatic rate gains (1: none backed off).
+        self.scale = 1.0
+        #: Rings seen over the whole run.
+        self.rings = 0
+        self._window = 0
+        self._count = 0
+        self._low: FloatArray = np.zeros(0)
+        self._high: FloatArray = np.zeros(0)
+        self._swings: list[float] = []
+
+    def begin(self, plan: TargetPlan | None) -> None:
+        """A new plan: the scale back to 1, the window one damped period of its slowest
+        structural mode (no watch without one)."""
+        self.scale = 1.0
+        self._swings, self._count = [], 0
+        slow = plan.loop.slowest_mode() if plan is not None and plan.loop is not None else None
+        if slow is None or not math.isfinite(slow.period):
+            self._window = 0
+            return
+        damped = 2 * math.pi / slow.damped_omega if slow.damped_omega > 0 else slow.period
+        self._window = max(1, math.ceil(damped / self.period))
+
+    def reset(self) -> None:
+        """Not watching this cycle (a move, a followed reference): the windows start again."""
+        if self._count or self._swings:
+            self._swings, self._count = [], 0
+
+    def observe(self, error: FloatArray) -> bool:
+        """One cycle's task error (task_dim,) [task units]; True when it found a ring (then
+        :attr:`scale` has halved)."""
+        if not self._window:
+            return False
+        if self._count == 0:
+            self._low = np.array(error, dtype=float)
+            self._high = self._low.copy()
+        else:
+            np.minimum(self._low, error, out=self._low)
+            np.maximum(self._high, error, out=self._high)
+        self._count += 1
+        if self._count < self._window:
+            return False
+        swings = self._swings
+        swings.append(0.5 * float(np.linalg.norm(self._high - self._low)))
+        self._count = 0
+        if len(swings) > WINDOWS + 1:
+            del swings[0]  # the last WINDOWS + 1 swings
+        if len(swings) <= WINDOWS:
+            return False
+        sustained = all(later >= SUSTAIN * earlier for earlier, later in pairwise(swings))
+        if not (sustained and swings[-1] > FLOOR * self.tolerance and self.scale > MIN_SCALE):
+            return False
+        self.scale = max(MIN_SCALE, 0.5 * self.scale)
+        self.rings += 1
+        self._swings = []
+        return True
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready: the scale on the automatic gains and the rings seen."""
+        return {"gain_scale": self.scale, "rings": self.rings}
+
+
+__all__ = ["FLOOR", "MIN_SCALE", "SUSTAIN", "WINDOWS", "RingWatch"]
