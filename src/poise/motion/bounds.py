@@ -197,7 +197,8 @@ def fastest_decay(loop: LoopLinearisation, g: IKGains, key: str, cap: float) -> 
     fastest over the plants the bound holds for (:meth:`~poise.motion.stability.
     LoopLinearisation.worst_radius`), on the grid ``cap × DECAY_STEP^-j``,
     ``j <`` :data:`DECAY_POINTS`; ``cap`` itself unless a lower gain decays
-    :data:`DECAY_GAIN` × faster.
+    :data:`DECAY_GAIN` × faster. Computed once per linearisation and gains (where a plan is
+    made, :func:`warm`), so that adopting the plan costs microseconds.
 
     Below the bound the decay need not improve with the gain: around a lightly damped mode
     the integrator's pole and the mode's meet, and past that the mode's damping is used up
@@ -206,6 +207,12 @@ def fastest_decay(loop: LoopLinearisation, g: IKGains, key: str, cap: float) -> 
     9 s)."""
     if not (math.isfinite(cap) and cap > 0.0):
         return cap
+    return loop.cached(("fastest_decay", key, g.with_gain(key, 0.0).relevant(), cap),
+                       lambda: _fastest_decay(loop, g, key, cap))
+
+
+def _fastest_decay(loop: LoopLinearisation, g: IKGains, key: str, cap: float) -> float:
+    """:func:`fastest_decay`'s scan (computed once per linearisation and gains)."""
     tau = {}  # the slowest pole's decay time [s] per candidate gain
     for j in range(DECAY_POINTS):
         gain = cap * DECAY_STEP ** -j

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import math
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
@@ -347,6 +348,13 @@ class LoopLinearisation:
             if other > 0:
                 bound = min(bound, other)
         return bound
+
+    def cached(self, key: tuple, compute: Callable[[], float]) -> float:
+        """``compute()`` once per ``key`` for this linearisation, as the bounds are: what a
+        plan computes ahead (:func:`~poise.motion.bounds.warm`) its adoption finds at once."""
+        if key not in self._cache:
+            self._cache[key] = compute()
+        return self._cache[key]
 
     def worst_radius(self, key: str, g: IKGains) -> float:
         """The largest spectral radius of the closed loop at ``g`` over the model and, in
