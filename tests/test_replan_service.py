@@ -29,6 +29,9 @@ def _config(dev_path: str, **extra):
     over = {"device.port": (dev_path, "test"), "mqtt.enabled": (False, "test"),
             "loop.mode": ("fb", "test"), "algorithm.target": (None, "test"),
             "loop.process": ("shared", "test"),
+            # as the other end-to-end tests: on a loaded machine the simulator behind the
+            # pty can go 100 ms without reading (a device watchdog fault in CI, 2026-12-04)
+            "device.watchdog_ms": (400, "test"),
             **{k: (v, "test") for k, v in extra.items()}}
     return load_config(EXAMPLES_DIR / "dancer.toml", over)
 
