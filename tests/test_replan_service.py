@@ -154,6 +154,12 @@ def test_the_real_time_parent_replans_for_its_child(stiffer_dancer):
         # the child's answer to the command may reach the parent after its `replanned` info
         _wait(lambda: _commands(ctl), what="the re-plan's command answer")
         assert len(_commands(ctl)) == 1 and _commands(ctl)[0]["accepted"]
+        # the child's summary states the gains its IK steps with (no ring: the automatic ones)
+        feedback = ctl.summary()["feedback"]
+        assert feedback["gain_scale"] == 1.0 and feedback["rings"] == 0
+        p = ctl.params
+        assert feedback["gains"] == {k: pytest.approx(getattr(p, k))
+                                     for k in ALGORITHM_GAINS[p.algorithm]}
 
 
 def test_a_ring_is_announced_and_backs_off_only_the_automatic_gains(stiffer_dancer):
@@ -168,15 +174,54 @@ def test_a_ring_is_announced_and_backs_off_only_the_automatic_gains(stiffer_danc
         _wait(lambda: ctl.state == State.RUNNING, what="running")
         ring = ctl.step.ring
         p = ctl.params
-        assert ring is not None and p.auto and ctl.step._backed_off(p) is p
+        assert ring is not None and p.auto and ctl.step.backed_off(p) is p
         ring.scale, ring.rings = 0.5, ring.rings + 1
         _wait(lambda: _info(ctl, "gain_backed_off"), what="the announcement")
         (event,) = _info(ctl, "gain_backed_off")
         assert event["gain_scale"] == 0.5 and event["rings"] == 1
-        scaled = ctl.step._backed_off(p)
+        scaled = ctl.step.backed_off(p)
         keys = ALGORITHM_GAINS[p.algorithm]
         assert set(keys) <= p.auto
         for key in keys:
             assert getattr(scaled, key) == pytest.approx(0.5 * getattr(p, key))
         explicit = replace(p, auto=frozenset())
-        assert ctl.step._backed_off(explicit) is explicit
+        assert ctl.step.backed_off(explicit) is explicit
+        # the summary states the scale and the gains the IK steps with
+        feedback = ctl.summary()["feedback"]
+        assert feedback["gain_scale"] == 0.5 and feedback["rings"] == 1
+        assert feedback["gains"] == {k: pytest.approx(0.5 * getattr(p, k)) for k in keys}
+
+
+def test_the_ring_watch_can_be_switched_off(stiffer_dancer):
+    """``loop.ring_watch = false``: no watch, the automatic gains as chosen, and the summary
+    says nothing of a scale; sampled re-targeting stays."""
+    from poise.controller.service import Controller
+
+    with Controller(_config(stiffer_dancer.path, **{"loop.ring_watch": False})) as ctl:
+        assert ctl.step.ring is None and ctl.step.retarget is not None
+        p = ctl.params
+        assert ctl.step.backed_off(p) is p
+        feedback = ctl.summary()["feedback"]
+        assert "gain_scale" not in feedback and "retarget" in feedback
+
+
+def test_the_plants_sway_is_announced_and_planned_with(stiffer_dancer):
+    """When the step's sway watch (:mod:`poise.motion.sway`) finds the plant's modes detuned
+    (here set as the watch sets it), the cycle announces ``move_sway`` once, the summary
+    states it, and the next plans' state carries it (moves chosen on the model allow for
+    it)."""
+    from poise.controller.service import Controller
+
+    with Controller(_config(stiffer_dancer.path)) as ctl:
+        assert ctl.start().accepted
+        _wait(lambda: ctl.state == State.RUNNING, what="running")
+        sway = ctl.step.sway
+        assert sway is not None and ctl.step.detuning == 0.0
+        sway.last, sway.detuning = (0.005, 0.015), 0.012
+        _wait(lambda: _info(ctl, "move_sway"), what="the announcement", ctl=ctl)
+        (event,) = _info(ctl, "move_sway")
+        assert event["detuning"] == 0.012 and event["sway"] == 0.005 and event["ratio"] == 0.015
+        assert ctl.summary()["feedback"]["sway"]["detuning"] == 0.012
+        assert ctl.step.motion_state(ctl.params, None).detuning == 0.012
+        time.sleep(0.1)  # no second announcement of the same detuning
+        assert len(_info(ctl, "move_sway")) == 1

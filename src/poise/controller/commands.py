@@ -257,7 +257,7 @@ class CommandRoom:
             return None
         target = parse_target(c.value, s.model.task_dim, s.reach)
         q_bar = np.array(stepper.q_bar, dtype=float)
-        state = MotionState(p, q_bar=q_bar, move_from=q_bar)
+        state = MotionState(p, q_bar=q_bar, move_from=q_bar, detuning=s.step.detuning)
         plan = self._planner().quick_plan(target, state)
         return None if plan is None else (QuickTarget(plan, next(self._serials)), state)
 
@@ -284,7 +284,8 @@ class CommandRoom:
         stepper = s.step.stepper
         choose = prepared is None and s.state == State.RUNNING and stepper is not None
         return self._planner().move(plan, MotionState(
-            p, move_from=stepper.q_bar if choose and stepper is not None else None))
+            p, move_from=stepper.q_bar if choose and stepper is not None else None,
+            detuning=s.step.detuning))
 
     def _stream_samples(self, c: Command) -> CommandResponse:
         """A streamed ``target`` or a ``reference``: its samples into the stream the step
@@ -522,7 +523,8 @@ class CommandRoom:
         s = self.service
         p, q = s.cycle.params, s.cycle.last.get("q")
         plan = self._plan(p.target, p, q)
-        return self._planner().move(plan, MotionState(p, move_from=q))
+        return self._planner().move(plan, MotionState(p, move_from=q,
+                                                      detuning=s.step.detuning))
 
     def _plan(self, target: np.ndarray, p: LiveParams, q: np.ndarray | None = None
               ) -> TargetPlan:

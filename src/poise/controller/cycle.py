@@ -108,6 +108,7 @@ class Cycle:
         self._seq = 0
         self._corrections_seen = 0  # sampled re-targeting's corrections announced
         self._rings_seen = 0  # the ring watch's gain back-offs announced
+        self._detuning_seen = 0.0  # the step's sway detuning announced (move_sway)
         self._target_cache: tuple[object, tuple[float, ...]] = (None, ())
 
     # ------------------------------------------------------------------ the ordinary cycle
@@ -301,9 +302,21 @@ class Cycle:
         measured state should send the model, the plan's target plus the mismatch; the
         service's :class:`~poise.controller.replan.StallReplanner` hears it and re-plans);
         and ``gain_backed_off`` when the ring watch (:mod:`poise.motion.ringwatch`) halved
-        the automatic rate gains (``gain_scale``, ``rings``)."""
-        r, ring = self.step.retarget, self.step.ring
+        the automatic rate gains (``gain_scale``, ``rings``); ``move_sway`` when the plant's
+        sway after a move showed its modes detuned farther than before
+        (:mod:`poise.motion.sway`: ``detuning``, ``sway`` [task units], ``ratio`` to the
+        distance moved), which later moves chosen on the model allow for."""
+        r, ring, sway = self.step.retarget, self.step.ring, self.step.sway
         assert r is not None
+        if sway is not None and sway.detuning != self._detuning_seen:
+            self._detuning_seen = sway.detuning
+            last = sway.last or (0.0, 0.0)
+            self.hub.announce("info", code="move_sway", detuning=sway.detuning,
+                              sway=last[0], ratio=last[1],
+                              reason="the plant swayed after the move beyond the model's "
+                                     "prediction: its modes are taken as "
+                                     f"±{100 * sway.detuning:.2g} % off the model's in the "
+                                     "moves chosen from now on")
         if ring is not None and ring.rings != self._rings_seen:
             self._rings_seen = ring.rings
             self.hub.announce("info", code="gain_backed_off", **ring.summary(),

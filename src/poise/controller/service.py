@@ -131,7 +131,8 @@ class Controller(ControllerFace):
         self.step = ControlStep(self.model, self.limits, self.period,
                                 effort_feedforward=config.loop.effort_feedforward,
                                 shaper=config.loop.shaper,
-                                tolerance=config.algorithm.tolerance)
+                                tolerance=config.algorithm.tolerance,
+                                ring_watch=config.loop.ring_watch)
         #: Streams and trajectories run on the wall clock (the device sets the loop's pace).
         self.step.clock = time.monotonic
         self._kernels_ready = False

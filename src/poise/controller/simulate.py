@@ -74,7 +74,8 @@ class SimulatedLoop:
         self.step = ControlStep(m, self.limits, self.period,
                                 effort_feedforward=config.loop.effort_feedforward,
                                 stepper_factory=factory, delay=0, shaper=config.loop.shaper,
-                                tolerance=config.algorithm.tolerance)
+                                tolerance=config.algorithm.tolerance,
+                                ring_watch=config.loop.ring_watch)
         #: Plans each target as the service does (no delay, as the step).
         self.planner = MotionPlanner(m, self.limits, MotionOptions.from_config(config, delay=0),
                                      factory)

@@ -18,6 +18,7 @@ import numpy as np
 
 from poise.api.state import LATCHED, State
 from poise.devices.base import DeviceInfo
+from poise.motion.stability import ALGORITHM_GAINS
 
 if TYPE_CHECKING:
     from poise.controller.service import Controller
@@ -65,12 +66,34 @@ def summary(ctl: Controller) -> dict[str, Any]:
         "statics_fallbacks": getattr(st, "fallbacks", 0),
         "reference_s": step.reference_seconds,
         "move": step.move_summary,
+        "feedback": feedback_summary(ctl),
         "dispatch": dataclasses.asdict(ctl.dispatcher.stats),
         "realtime": {**pacer.realtime, "gc_between_cycles": list(pacer.gc.collections)},
         "wire": {} if wire is None else {"answered": wire.answered, "passed": wire.passed},
     }
     out.update(device_summary(ctl))
     return clean(out)
+
+
+def feedback_summary(ctl: Controller) -> dict[str, Any]:
+    """What feedback did to the current plan: ``gains``, the rate gains the IK steps with
+    now (the automatic ones × ``gain_scale`` of the ring watch, :mod:`poise.motion.ringwatch`;
+    ``rings`` over the run) and ``retarget``, the sampled corrections of the current plan
+    (:mod:`poise.motion.retarget`); ``sway``, the plant's sway after moves and the detuning
+    of its modes it showed (:mod:`poise.motion.sway`); ``{}`` without any (no tolerance
+    set)."""
+    step, p = ctl.step, ctl.cycle.params
+    out: dict[str, Any] = {}
+    ring, retarget = step.ring, step.retarget
+    if ring is not None:
+        used = step.backed_off(p)
+        out.update(ring.summary())
+        out["gains"] = {k: float(getattr(used, k)) for k in ALGORITHM_GAINS.get(p.algorithm, ())}
+    if retarget is not None:
+        out["retarget"] = retarget.summary()
+    if step.sway is not None:
+        out["sway"] = step.sway.summary()
+    return out
 
 
 def final_summary(ctl: Controller) -> dict[str, Any]:
@@ -126,4 +149,5 @@ def clean(v: Any) -> Any:
     return v
 
 
-__all__ = ["clean", "device_dict", "device_summary", "final_summary", "summary"]
+__all__ = ["clean", "device_dict", "device_summary", "feedback_summary", "final_summary",
+           "summary"]

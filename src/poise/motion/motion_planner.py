@@ -69,6 +69,9 @@ class MotionState:
         goal: the last plan's held configuration (n,), None without one.
         move_from: where the move starts (q̄ while running; the measured q when the loop
             restarts from it); None: keep the plan's own move.
+        detuning: how far the plant's modes are from the model's, as its sway after earlier
+            moves showed [fraction of ω] (:mod:`poise.motion.sway`); a move chosen on the
+            model allows for it (0: the model's modes).
     """
 
     params: LiveParams | None = None
@@ -76,6 +79,7 @@ class MotionState:
     q: FloatArray | None = None
     goal: FloatArray | None = None
     move_from: FloatArray | None = None
+    detuning: float = 0.0
 
     @property
     def starts(self) -> list[FloatArray]:
@@ -207,7 +211,7 @@ class MotionPlanner:
         params = _params_at(plan, state, "move")
         if state.move_from is not None:
             plan = choose_move(plan, state.move_from, params, self.options, self.model,
-                               self.limits, self.stepper_factory)
+                               self.limits, self.stepper_factory, detuning=state.detuning)
         return Move(plan, params)
 
 

@@ -113,6 +113,9 @@ class TargetPlan:
             feedback follows after it (:mod:`poise.motion.reference`); None: none.
         settle_s: when the model's predicted response enters the tolerance for good [s from
             the move's start]; None where it was not predicted.
+        unshaped_sway: the model's sway at its slowest structural mode after the same
+            straight move unshaped [task units]: how much the move excites it, which a
+            shaper's residual scales (:mod:`poise.motion.sway`); None where not predicted.
     """
 
     target: FloatArray
@@ -128,6 +131,7 @@ class TargetPlan:
     warp: Warp | None = None
     reference: FloatArray | None = field(default=None, compare=False, repr=False)
     settle_s: float | None = field(default=None, compare=False)
+    unshaped_sway: float | None = field(default=None, compare=False)
 
     @property
     def status(self) -> str:

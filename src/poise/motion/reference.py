@@ -42,6 +42,7 @@ from poise.models.actuation import split
 from poise.models.base import FloatArray, MechanicalModel
 from poise.motion.dwell import dwell_move
 from poise.motion.options import MotionOptions, RunSettings
+from poise.motion.sway import fitted_sway, move_shaper, sway_settle
 
 if TYPE_CHECKING:
     from poise.motion.params import LiveParams
@@ -192,6 +193,13 @@ class Prediction:
             self._cycle()
 
     @property
+    def move_end_s(self) -> float:
+        """When the commanded move ended [s from its first row] (the rows so far while it
+        runs)."""
+        end = self._move_end if self._move_end is not None else len(self._rows)
+        return end * self.period
+
+    @property
     def state(self) -> tuple[FloatArray, FloatArray]:
         """The model's ``(q, q̇)`` now [(n,), (n,)]."""
         return self._sim.q.copy(), self._sim.qd.copy()
@@ -318,24 +326,54 @@ def move_candidates(model: MechanicalModel, plan: TargetPlan, q_bar: FloatArray
     return out
 
 
+def straight_line(plan: TargetPlan) -> TargetPlan:
+    """``plan``'s move as a straight line at the allowed speed, unshaped."""
+    from poise.motion.shaping import Shaper
+
+    return replace(plan, shaper=Shaper(), start_shaper=Shaper(), speed=1.0, warp=None)
+
+
 def line_time(plan: TargetPlan, q_bar: FloatArray, model: MechanicalModel,
               limits: SafetyLimits) -> float:
     """How long ``plan``'s straight line from ``q_bar`` lasts at the allowed speed, unshaped
     [s] (:func:`~poise.motion.planner.approach_move`)."""
     from poise.motion.planner import approach_move
-    from poise.motion.shaping import Shaper
 
-    straight = replace(plan, shaper=Shaper(), start_shaper=Shaper(), speed=1.0, warp=None)
     qa = split(model, np.asarray(q_bar, dtype=float))[0]
-    return approach_move(straight, qa, limits.qa_min, limits.qa_max, limits.qa_rate).move_time
+    return approach_move(straight_line(plan), qa, limits.qa_min, limits.qa_max,
+                         limits.qa_rate).move_time
+
+
+def unshaped_sway(plan: TargetPlan, straight: Prediction, period: float) -> float | None:
+    """How much ``plan``'s move excites the slowest structural mode at its goal [task
+    units]: the model's sway there after the straight line unshaped (``straight``, its
+    :class:`Prediction`), fitted over one damped period from the end of the move
+    (:func:`~poise.motion.sway.fitted_sway`); None without such a mode."""
+    slow = plan.loop.slowest_mode() if plan.loop is not None else None
+    if slow is None or not math.isfinite(slow.period) or slow.damped_omega <= 0:
+        return None
+    window = 2 * math.pi / slow.damped_omega
+    straight.run_move(window)
+    rows = np.asarray(straight.rows)
+    start = round(straight.move_end_s / period)
+    after = rows[start:start + max(8, math.ceil(window / period))]
+    return fitted_sway(after - np.asarray(plan.target), period, slow) if len(after) >= 8 \
+        else None
 
 
 def choose_move(plan: TargetPlan, q_bar: FloatArray | None, params: LiveParams,
                 options: MotionOptions | RunSettings, model: MechanicalModel,
                 limits: SafetyLimits,
-                stepper_factory: Callable[[str, MechanicalModel], Stepper]) -> TargetPlan:
+                stepper_factory: Callable[[str, MechanicalModel], Stepper], *,
+                detuning: float = 0.0) -> TargetPlan:
     """``plan`` with the move that settles first on the model and, in ``fb`` with
     ``follow_model``, that move's predicted response as its reference.
+
+    ``detuning``: how far the plant's modes are from the model's, as its sway after earlier
+    moves showed (:class:`~poise.motion.sway.MoveSway`): each candidate's settling time is
+    then the later of the model's and the time the sway its shaper leaves on a mode detuned
+    that far takes to decay into the tolerance (:func:`~poise.motion.sway.sway_settle`; a ZV
+    shaper, exact on the model, is fragile on a plant a few percent off). 0: the model's.
 
     ``options``: the run's :class:`~poise.motion.options.MotionOptions` (a configuration is
     read as :meth:`~poise.motion.options.MotionOptions.from_config` does; prefer
@@ -363,6 +401,10 @@ def choose_move(plan: TargetPlan, q_bar: FloatArray | None, params: LiveParams,
                           effort_feedforward=o.effort_feedforward, shaper=o.shaper,
                           stepper_factory=stepper_factory, compiled=o.compiled)
 
+    # how much the move excites the slowest mode: the scale of the sway a shaper leaves on a
+    # plant whose modes are off (fb measures it after the move, poise.motion.sway)
+    excitation = unshaped_sway(plan, predict(straight_line(plan)), period) \
+        if params.mode == "fb" else None
     candidates = move_candidates(model, plan, q_bar)
     tuned = dwell_move(model, plan, q_bar, predict, line_time(plan, q_bar, model, limits))
     if tuned is not None:
@@ -380,12 +422,19 @@ def choose_move(plan: TargetPlan, q_bar: FloatArray | None, params: LiveParams,
         elif overshoot(rows, plan.target) > allowed:
             continue
         settle = settle_time(rows, plan.target, tol, period)
+        if detuning > 0.0 and candidate.loop is not None:
+            slow = candidate.loop.slowest_mode()
+            if slow is not None:
+                settle = sway_settle(settle, prediction.move_end_s, excitation,
+                                     move_shaper(candidate, slow), slow, detuning, tol)
         if best is None or settle < best[0]:
             best = (settle, candidate, prediction)
     assert best is not None  # the first candidate is never given up
     settle, chosen, prediction = best
+    chosen = replace(chosen, unshaped_sway=excitation)
     if not (params.mode == "fb" and o.follow_model):
-        return replace(chosen, reference=None, settle_s=settle)
+        return replace(chosen, reference=None, settle_s=settle_time(
+            prediction.rows, plan.target, tol, period))
     prediction.run(tol)  # on to the reference's SETTLED_FRACTION
     rows = prediction.rows
     return replace(chosen, reference=rows, settle_s=settle_time(rows, plan.target, tol, period))

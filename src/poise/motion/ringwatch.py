@@ -89,8 +89,10 @@ class RingWatch:
         if not self._window:
             return False
         if self._count == 0:
-            self._low = np.array(error, dtype=float)
-            self._high = self._low.copy()
+            if self._low.shape != np.shape(error):
+                self._low, self._high = np.empty(np.shape(error)), np.empty(np.shape(error))
+            self._low[:] = error
+            self._high[:] = error
         else:
             np.minimum(self._low, error, out=self._low)
             np.maximum(self._high, error, out=self._high)

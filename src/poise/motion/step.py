@@ -36,6 +36,7 @@ from poise.motion.shaping import ShapedMove
 from poise.motion.stability import ALGORITHM_GAINS
 from poise.motion.stepper import Stepper, make_stepper
 from poise.motion.streaming import LEAD_GAIN, Following
+from poise.motion.sway import MoveSway
 
 if TYPE_CHECKING:
     from poise.kernels.packed import PackedModel
@@ -141,8 +142,8 @@ class ControlStep:
     def __init__(self, model: MechanicalModel, limits: SafetyLimits, period: float, *,
                  effort_feedforward: bool = True,
                  stepper_factory: Callable[[str, MechanicalModel], Stepper] = make_stepper,
-                 delay: int = 1, shaper: str = "auto", tolerance: float | None = None
-                 ) -> None:
+                 delay: int = 1, shaper: str = "auto", tolerance: float | None = None,
+                 ring_watch: bool = True) -> None:
         self.model = model
         self.limits = limits
         self.period = period
@@ -201,9 +202,14 @@ class ControlStep:
         self.retarget: Retargeting | None = None if tolerance is None else Retargeting(
             model, period, tolerance)
         #: The ring watch in feedback (:mod:`poise.motion.ringwatch`): its scale on the
-        #: automatic rate gains; None: off (with re-targeting).
-        self.ring: RingWatch | None = None if tolerance is None else RingWatch(period,
-                                                                              tolerance)
+        #: automatic rate gains; None: off (``ring_watch`` false, or no re-targeting).
+        self.ring: RingWatch | None = None if tolerance is None or not ring_watch \
+            else RingWatch(period, tolerance)
+        self._reference_err = np.zeros(model.task_dim)  # what the watches observe
+        #: The plant's sway after each move beyond the model's prediction, and the detuning
+        #: of its modes it shows (:mod:`poise.motion.sway`); None: off (no re-targeting).
+        self.sway: MoveSway | None = None if tolerance is None else MoveSway(period,
+                                                                             tolerance)
         self._scaled: tuple[LiveParams | None, float, LiveParams | None] = (None, 1.0, None)
 
     def make_plan(self, target: FloatArray, q_measured: FloatArray | None,
@@ -230,7 +236,8 @@ class ControlStep:
         the move from ``move_from`` (None: the plan's own)."""
         stepper, plan = self.stepper, self.plan
         return MotionState(params, stepper.q_bar if stepper is not None else None, q_measured,
-                           plan.q_goal if plan is not None else None, move_from)
+                           plan.q_goal if plan is not None else None, move_from,
+                           self.detuning)
 
     def adopt(self, plan: TargetPlan, serves: FloatArray | None = None) -> None:
         """Make ``plan`` current: approach its goal first where it says so; in feedback
@@ -259,8 +266,11 @@ class ControlStep:
                     and self._reference_plan is self.plan)
         if self.ring is not None:
             self.ring.begin(self.plan)
+        if self.sway is not None:
+            self.sway.begin(self.plan, self._aim_rows if self._reference_plan is self.plan
+                            else None)
 
-    def _backed_off(self, p: LiveParams) -> LiveParams:
+    def backed_off(self, p: LiveParams) -> LiveParams:
         """``p`` with its automatic rate gains × the ring watch's scale
         (:mod:`poise.motion.ringwatch`; ``p`` itself at 1), one copy per parameter set."""
         ring = self.ring
@@ -460,13 +470,12 @@ class ControlStep:
         feedback, once the move has arrived, the mismatch between the model's predicted
         response and the measured task value is averaged over a window; a full window may
         start a correction move (the IK paused while it runs, as during any move)."""
-        self._ring_cycle(p, x_meas, fb)
+        self._watch_cycle(p, x_meas, fb)
         r = self.retarget
         if r is None or not fb or not r.watching or r.plan is not self.plan:
             return
         rows = self._aim_rows
-        if self.goal is not None or self.following is not None or rows is None \
-                or not self._aims_at_plan(p):
+        if rows is None or not self._settled_on_plan(p):
             r.reset_window()
             return
         stepper = self.stepper
@@ -494,17 +503,50 @@ class ControlStep:
         self._move_time = 0.0
         self._ahead = None
 
-    def _ring_cycle(self, p: LiveParams, x_meas: FloatArray, fb: bool) -> None:
-        """The ring watch after this cycle: in feedback with automatic gains, after the
-        move, while the IK aims at the current plan's reference."""
-        ring, rows = self.ring, self._aim_rows
-        if ring is None or not fb or not p.auto:
+    def _watch_cycle(self, p: LiveParams, x_meas: FloatArray, fb: bool) -> None:
+        """The ring watch (in feedback with automatic gains, :mod:`poise.motion.ringwatch`)
+        and the sway watch (in feedback, :mod:`poise.motion.sway`) after this cycle, on the
+        error from the current plan's reference once its move has arrived; either starts
+        again (a move, a followed reference, another aim) where there is none."""
+        ring, sway = self.ring, self.sway
+        if not fb or (ring is None and sway is None):
             return
-        if self.goal is not None or self.following is not None or rows is None \
-                or self._reference_plan is not self.plan or not self._aims_at_plan(p):
-            ring.reset()
-            return
-        ring.observe(rows[min(self._move_cycle, rows.shape[0] - 1)] - x_meas)
+        error = self._reference_error(p, x_meas)
+        if ring is not None and p.auto:
+            if error is None:
+                ring.reset()
+            else:
+                ring.observe(error)
+        if sway is not None:
+            if error is None:
+                sway.interrupt()
+            else:
+                sway.observe(error)
+
+    def _reference_error(self, p: LiveParams, x_meas: FloatArray) -> FloatArray | None:
+        """The current plan's reference row of this cycle minus ``x_meas`` (task_dim,)
+        [task units], in a buffer of this step's, while the IK holds the plan after its
+        move (:meth:`_settled_on_plan`) and follows its reference; else None."""
+        rows = self._aim_rows
+        if rows is None or self._reference_plan is not self.plan \
+                or not self._settled_on_plan(p):
+            return None
+        error = self._reference_err
+        np.subtract(rows[min(self._move_cycle, rows.shape[0] - 1)], x_meas, out=error)
+        return error
+
+    @property
+    def detuning(self) -> float:
+        """The detuning of the plant's modes its sway after moves showed so far (0: none
+        or not measured; :mod:`poise.motion.sway`), which moves chosen on the model allow
+        for."""
+        return self.sway.detuning if self.sway is not None else 0.0
+
+    def _settled_on_plan(self, p: LiveParams) -> bool:
+        """Whether the IK holds the current plan now: its move has arrived, no reference is
+        followed, and ``p`` aims at the target the plan serves (where sampled re-targeting
+        and the ring watch measure)."""
+        return self.goal is None and self.following is None and self._aims_at_plan(p)
 
     def look_ahead(self) -> None:
         """Make the next cycle's setpoint of the approach move now, after this cycle's
@@ -543,7 +585,7 @@ class ControlStep:
         call (:meth:`poise.motion.compiled_steppers.CompiledStepper.cycle`); returns
         ``(h(q), x used)``."""
         move_qa = self._begin(stepper)
-        p_live, p = p, self._backed_off(self._aimed(p, fb, move_qa is not None))
+        p_live, p = p, self.backed_off(self._aimed(p, fb, move_qa is not None))
         x_meas, x_used, status = stepper.cycle(p, q, fb, move_qa, fb and move_qa is None,
                                                bool(saturated), self._limit_arrays(),
                                                self.period)
@@ -570,7 +612,7 @@ class ControlStep:
                     self._cycles)
         try:
             move_qa = self._begin(stepper)
-            p_live, p = p, self._backed_off(self._aimed(p, fb, move_qa is not None))
+            p_live, p = p, self.backed_off(self._aimed(p, fb, move_qa is not None))
             outcome, x_meas, x_used, g_status = stepper.wire(
                 p, fb, move_qa, fb and move_qa is None, self._limit_arrays(), self.period,
                 buffers, data)
@@ -629,7 +671,7 @@ class ControlStep:
             x_meas = model.fk(q)
             x_used = x_meas if fb else stepper.x_bar
             move_qa = self._begin(stepper)
-            aimed = self._backed_off(self._aimed(p, fb, move_qa is not None))
+            aimed = self.backed_off(self._aimed(p, fb, move_qa is not None))
             proposed = stepper.propose(aimed, x_meas if fb else None, period)
             stepper.commit(self._safe_setpoint(stepper, proposed, q, fb, saturated,
                                                p.algorithm, move_qa))

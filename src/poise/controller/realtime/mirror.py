@@ -52,6 +52,7 @@ class ChildMirror(SubscriberHub):
         self._plan_goal: np.ndarray | None = None  # the child's current plan's q_goal
         self._limits: SafetyLimits | None = None  # the child's safety limits (its plans')
         self._last_summary: dict[str, Any] = {}
+        self._detuning = 0.0  # the child's step's detuning (its move_sway events)
         self._final: dict[str, Any] | None = None
 
     @property
@@ -85,6 +86,13 @@ class ChildMirror(SubscriberHub):
         """Why the target is unreachable ('' otherwise)."""
         return self._target[1]
 
+    @property
+    def detuning(self) -> float:
+        """How far the plant's modes are from the model's, as the child's step measured
+        after its moves (its last ``info`` ``move_sway`` event; :mod:`poise.motion.sway`):
+        the parent's plans allow for it."""
+        return self._detuning
+
     def wait_for(self, *states: State, timeout: float = 5.0) -> bool:
         """Block until the state is one of ``states``; False on timeout."""
         with self._changed:
@@ -115,6 +123,8 @@ class ChildMirror(SubscriberHub):
                     elif frm in (s.value for s in LATCHED) or to == State.IDLE:
                         self._reason = ""
                     self._changed.notify_all()
+            elif ev.kind == "info" and ev.data.get("code") == "move_sway":
+                self._detuning = float(ev.data.get("detuning", self._detuning))
             self._publish(ev)
 
     def _drain_ring(self, ring: CycleRing) -> None:

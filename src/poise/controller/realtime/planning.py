@@ -118,7 +118,8 @@ class ParentPlanner:
             target = parse_target(command.value, self._model.task_dim, self._reach)
             q_bar = np.asarray(s.q_bar, dtype=float)
             state = MotionState(mirror.params, q_bar=q_bar, q=np.asarray(s.q, dtype=float),
-                                goal=mirror._plan_goal, move_from=q_bar)
+                                goal=mirror._plan_goal, move_from=q_bar,
+                                detuning=mirror.detuning)
             planner = self._motion()
             if self._config.loop.live_targets and gains_automatic(mirror.params):
                 planner.limits = mirror._limits  # type: ignore[assignment]
@@ -158,7 +159,8 @@ class ParentPlanner:
             return None
         q_bar = np.asarray(s.q_bar, dtype=float)
         state = MotionState(mirror.params, q_bar=q_bar, q=np.asarray(s.q, dtype=float),
-                            goal=mirror._plan_goal, move_from=q_bar)
+                            goal=mirror._plan_goal, move_from=q_bar,
+                            detuning=mirror.detuning)
         planner = self._motion()
         planner.limits, planner.stepper_factory = limits, self._steppers()
         plan, move = planner.replan(np.asarray(aim, dtype=float), state)
