@@ -126,6 +126,27 @@ def test_fitted_sway_is_the_amplitude_of_the_mode_whatever_feedback_adds():
     assert fitted_sway(approach + noise, PERIOD, mode) < 0.25 * TOL
 
 
+def _cycle(watch: MoveSway, error: np.ndarray) -> bool:
+    """One cycle as the step makes it: the error observed, then (after the setpoint went
+    out, :meth:`ControlStep.look_ahead <poise.motion.step.ControlStep.look_ahead>`) a closed
+    window fitted; True when the detuning changed."""
+    watch.observe(error)
+    return watch.conclude()
+
+
+def test_the_window_is_fitted_after_the_cycle_not_in_it():
+    """``observe`` only copies the error; the window that closes is fitted by ``conclude``
+    (the step calls it after the setpoint went out), once."""
+    mode = Mode(OMEGA, ZETA)
+    watch = MoveSway(PERIOD, TOL)
+    watch.begin(_plan(mode, Shaper.zv(mode)), _move_rows(0.4))
+    rows = _sway(5.0, 6e-3, OMEGA * 1.03)
+    closed = [i for i, e in enumerate(rows) if watch.observe(e)]
+    assert len(closed) == 1 and watch.measured == 0 and watch.detuning == 0.0
+    assert watch.conclude() and watch.measured == 1 and watch.detuning > 0.0
+    assert not watch.conclude() and watch.measured == 1
+
+
 def test_move_sway_infers_the_detuning_that_explains_the_sway():
     """A ZV-shaped 0.4 m move (no unshaped sway predicted: the distance stands for it)
     leaving 6 mm: the detuning found is the one at which ZV leaves the measured sway of
@@ -135,7 +156,7 @@ def test_move_sway_infers_the_detuning_that_explains_the_sway():
     zv = Shaper.zv(mode)
     watch = MoveSway(PERIOD, TOL)
     watch.begin(_plan(mode, zv), _move_rows(0.4))
-    found = [i for i, e in enumerate(_sway(5.0, 6e-3, OMEGA * 1.03)) if watch.observe(e)]
+    found = [i for i, e in enumerate(_sway(5.0, 6e-3, OMEGA * 1.03)) if _cycle(watch, e)]
     window = math.ceil(sway_module.WINDOW_PERIODS * 2 * math.pi / mode.damped_omega / PERIOD)
     assert found == [window - 1]  # one window per move
     swing, ratio = watch.last
@@ -145,7 +166,7 @@ def test_move_sway_infers_the_detuning_that_explains_the_sway():
     # a later move that leaves less: the mean of the two
     first = watch.detuning
     watch.begin(_plan(mode, zv), _move_rows(0.4))
-    assert any(watch.observe(e) for e in _sway(5.0, 3e-3, OMEGA * 1.015))
+    assert any(_cycle(watch, e) for e in _sway(5.0, 3e-3, OMEGA * 1.015))
     second = detuning_for(zv, mode, watch.last[1])
     assert second < first and watch.measured == 2
     assert watch.detuning == pytest.approx(0.5 * (first + second))
@@ -163,23 +184,23 @@ def test_a_move_that_leaves_only_noise_shows_a_small_detuning_a_disturbed_window
     watch.begin(_plan(mode, zv), _move_rows(0.4))
     noise = rng.uniform(-2 * TOL, 2 * TOL, size=(1000, 2))
     for e in noise:
-        watch.observe(e)
+        _cycle(watch, e)
     assert watch.measured == 1 and watch.last[0] < 0.5 * TOL and watch.detuning == 0.0
     watch.begin(_plan(mode, zv), _move_rows(0.4))  # a move that sways: the mean of 0 and it
-    assert any(watch.observe(e) for e in _sway(5.0, 6e-3, OMEGA * 1.03))
+    assert any(_cycle(watch, e) for e in _sway(5.0, 6e-3, OMEGA * 1.03))
     small = watch.detuning
     assert small == pytest.approx(0.5 * detuning_for(zv, mode, watch.last[1]))
     watch.begin(_plan(mode, zv), _move_rows(0.5 * sway_module.EXCITED * TOL))
-    assert not any(watch.observe(e) for e in _sway(5.0, 6e-3, OMEGA))
+    assert not any(_cycle(watch, e) for e in _sway(5.0, 6e-3, OMEGA))
     assert watch.measured == 3 and watch.detuning == small  # measured, not evidence
     watch.begin(_plan(mode, zv), _move_rows(0.4))  # a correction half-way: nothing measured
     rows = _sway(5.0, 6e-3, OMEGA * 1.03)
     for e in rows[:50]:
-        watch.observe(e)
+        _cycle(watch, e)
     watch.interrupt()
-    assert not any(watch.observe(e) for e in rows[50:]) and watch.measured == 3
+    assert not any(_cycle(watch, e) for e in rows[50:]) and watch.measured == 3
     watch.begin(_plan(mode, zv), None)  # no predicted response to measure against
-    assert not any(watch.observe(e) for e in rows) and watch.measured == 3
+    assert not any(_cycle(watch, e) for e in rows) and watch.measured == 3
     assert watch.detuning == small
 
 
@@ -233,7 +254,7 @@ def test_only_a_first_order_shaper_s_sway_is_taken_for_detuning():
     assert first_order(Shaper.zv(mode), mode) and not first_order(Shaper.zvd(mode), mode)
     watch = MoveSway(PERIOD, TOL)
     watch.begin(_plan(mode, Shaper.zvd(mode)), _move_rows(0.4))
-    assert not any(watch.observe(e) for e in _sway(5.0, 6e-3, OMEGA * 1.03))
+    assert not any(_cycle(watch, e) for e in _sway(5.0, 6e-3, OMEGA * 1.03))
     assert watch.measured == 1 and watch.last[0] > 4e-3 and watch.detuning == 0.0
 
 
@@ -258,6 +279,6 @@ def test_a_sway_no_detuning_explains_is_no_evidence():
     mode = Mode(OMEGA, ZETA)
     watch = MoveSway(PERIOD, TOL)
     watch.begin(_plan(mode, Shaper.zv(mode)), _move_rows(0.1))
-    assert not any(watch.observe(e) for e in _sway(5.0, 0.08, OMEGA))
+    assert not any(_cycle(watch, e) for e in _sway(5.0, 0.08, OMEGA))
     assert watch.last[1] > worst_residual(Shaper.zv(mode), mode, MAX_DETUNING)
     assert watch.detuning == 0.0

@@ -552,7 +552,11 @@ class ControlStep:
         """Make the next cycle's setpoint of the approach move now, after this cycle's
         setpoint went out. The shaped move depends on time alone, so the next cycle finds it
         made (the same numbers) and the time from its sensor frame to its setpoint does not
-        include it. Nothing to do when no move is under way."""
+        include it. Nothing to do when no move is under way. So too the sway watch's fit of a
+        window that closed this cycle (:meth:`MoveSway.conclude
+        <poise.motion.sway.MoveSway.conclude>`, once per move)."""
+        if self.sway is not None:
+            self.sway.conclude()
         move, goal = self.move, self.goal
         if move is None or goal is None or self._move_goal is not goal:
             self._ahead = None

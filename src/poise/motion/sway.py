@@ -122,8 +122,9 @@ def fitted_sway(rows: FloatArray, period: float, mode: Mode) -> float:
     basis = np.column_stack([np.ones_like(t), t, t * t, decay * np.cos(phase),
                              decay * np.sin(phase)])
     # the normal equations (five columns, t scaled to [0, 1]: well conditioned); once per move,
-    # in the cycle: 30 µs for soft_arm_stiff's window (200 rows), 0.2 ms for the dancer's at
-    # 250 Hz (1,600 rows), 0.5 ms for a 1 rad/s mode at 1 kHz (6,300 rows)
+    # after that cycle's setpoint went out (MoveSway.conclude): 30 µs for soft_arm_stiff's
+    # window (200 rows), 0.2 ms for the dancer's at 250 Hz (1,600), 0.5 ms for a 1 rad/s mode
+    # at 1 kHz (6,300)
     coef = np.linalg.solve(basis.T @ basis, basis.T @ rows)
     return float(np.linalg.norm(coef[3:]))
 
@@ -204,12 +205,13 @@ class MoveSway:
         self._found: list[float] = []  # the detuning each first-order move showed
         self._window = 0
         self._count = 0
+        self._full = False  # a window closed, not yet fitted (conclude)
         self._rows: FloatArray = np.zeros((0, 0))
 
     def begin(self, plan: TargetPlan | None, rows: FloatArray | None) -> None:
         """A new plan whose move feedback follows as ``rows`` (its predicted response; None:
         nothing to measure): watch the first damped periods after its move."""
-        self._window, self._count = 0, 0
+        self._window, self._count, self._full = 0, 0, False
         slow = plan.loop.slowest_mode() if plan is not None and plan.loop is not None else None
         if rows is None or len(rows) < 2 or slow is None or not math.isfinite(slow.period) \
                 or slow.damped_omega <= 0 or not plan.approach:
@@ -225,14 +227,23 @@ class MoveSway:
 
     def observe(self, error: FloatArray) -> bool:
         """One cycle's error from the predicted response (task_dim,) [task units] after the
-        move; True when the window closed with evidence that changed :attr:`detuning`."""
+        move (a copy into the window's buffer); True when the window closed: :meth:`conclude`
+        then fits it, after the cycle's setpoint went out."""
         if not self._window:
             return False
         self._rows[self._count] = error
         self._count += 1
         if self._count < self._window:
             return False
-        self._window, self._count = 0, 0  # one window per move
+        self._window, self._count, self._full = 0, 0, True  # one window per move
+        return True
+
+    def conclude(self) -> bool:
+        """Fit a window that closed (:meth:`observe`) and take what it shows; True when that
+        changed :attr:`detuning`. Nothing to do (False) without one."""
+        if not self._full:
+            return False
+        self._full = False
         assert self._mode is not None and self._shaper is not None
         sway = fitted_sway(self._rows, self.period, self._mode)
         ratio = sway / self._excitation if self._excitation > 0 else 0.0
