@@ -282,3 +282,11 @@ def test_a_sway_no_detuning_explains_is_no_evidence():
     assert not any(_cycle(watch, e) for e in _sway(5.0, 0.08, OMEGA))
     assert watch.last[1] > worst_residual(Shaper.zv(mode), mode, MAX_DETUNING)
     assert watch.detuning == 0.0
+
+
+def test_a_mode_s_damped_period_is_the_time_between_its_swings():
+    """``Mode.damped_period`` = 2π/ω_d, the undamped period for a mode that does not swing:
+    the windows of the ring watch, the sway watch and re-targeting."""
+    assert Mode(OMEGA, ZETA).damped_period == pytest.approx(
+        2 * math.pi / (OMEGA * math.sqrt(1 - ZETA ** 2)))
+    assert Mode(OMEGA, 1.5).damped_period == pytest.approx(2 * math.pi / OMEGA)

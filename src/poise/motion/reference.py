@@ -352,7 +352,7 @@ def unshaped_sway(plan: TargetPlan, straight: Prediction, period: float) -> floa
     slow = plan.loop.slowest_mode() if plan.loop is not None else None
     if slow is None or not math.isfinite(slow.period) or slow.damped_omega <= 0:
         return None
-    window = 2 * math.pi / slow.damped_omega
+    window = slow.damped_period
     straight.run_move(window)
     rows = np.asarray(straight.rows)
     start = round(straight.move_end_s / period)

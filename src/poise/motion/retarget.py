@@ -234,7 +234,7 @@ class Retargeting:
             self.ended = "off"
             return
         self.ended = ""
-        damped = 2 * math.pi / slow.damped_omega if slow.damped_omega > 0 else slow.period
+        damped = slow.damped_period
         self._window = max(1, math.ceil(WINDOW_PERIODS * damped / self.period))
         self._damped_period = damped
         self._sway = (slow.zeta * slow.omega, slow.damped_omega)

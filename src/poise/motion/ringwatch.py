@@ -75,8 +75,7 @@ class RingWatch:
         if slow is None or not math.isfinite(slow.period):
             self._window = 0
             return
-        damped = 2 * math.pi / slow.damped_omega if slow.damped_omega > 0 else slow.period
-        self._window = max(1, math.ceil(damped / self.period))
+        self._window = max(1, math.ceil(slow.damped_period / self.period))
 
     def reset(self) -> None:
         """Not watching this cycle (a move, a followed reference): the windows start again."""

@@ -101,6 +101,13 @@ class Mode:
         return self.omega * math.sqrt(max(0.0, 1.0 - self.zeta**2))
 
     @property
+    def damped_period(self) -> float:
+        """2π / ω_d [s]: the time between the mode's swings (its undamped period when it does
+        not oscillate)."""
+        wd = self.damped_omega
+        return 2 * math.pi / wd if wd > 0 else self.period
+
+    @property
     def decay_rate(self) -> float:
         """The faster of the mode's two decay rates ``−Re λ`` [1/s]: ζω when oscillatory,
         ω(ζ + √(ζ² − 1)) when not."""

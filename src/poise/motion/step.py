@@ -508,11 +508,12 @@ class ControlStep:
         and the sway watch (in feedback, :mod:`poise.motion.sway`) after this cycle, on the
         error from the current plan's reference once its move has arrived; either starts
         again (a move, a followed reference, another aim) where there is none."""
-        ring, sway = self.ring, self.sway
+        ring = self.ring if self.ring is not None and p.auto else None
+        sway = self.sway if self.sway is not None and self.sway.watching else None
         if not fb or (ring is None and sway is None):
             return
         error = self._reference_error(p, x_meas)
-        if ring is not None and p.auto:
+        if ring is not None:
             if error is None:
                 ring.reset()
             else:

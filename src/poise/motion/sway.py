@@ -216,14 +216,18 @@ class MoveSway:
         if rows is None or len(rows) < 2 or slow is None or not math.isfinite(slow.period) \
                 or slow.damped_omega <= 0 or not plan.approach:
             return
-        self._window = max(8, math.ceil(WINDOW_PERIODS * 2 * math.pi / slow.damped_omega
-                                        / self.period))
+        self._window = max(8, math.ceil(WINDOW_PERIODS * slow.damped_period / self.period))
         self._shaper, self._mode = move_shaper(plan, slow), slow
         excitation = getattr(plan, "unshaped_sway", None)
         self._excitation = float(excitation) if excitation is not None and excitation > 0 \
             else float(np.linalg.norm(rows[-1] - rows[0]))
         if self._rows.shape != (self._window, rows.shape[1]):
             self._rows = np.empty((self._window, rows.shape[1]))
+
+    @property
+    def watching(self) -> bool:
+        """Whether a move's window is open (waiting for the move's end or under way)."""
+        return self._window > 0
 
     def observe(self, error: FloatArray) -> bool:
         """One cycle's error from the predicted response (task_dim,) [task units] after the
