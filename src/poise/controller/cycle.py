@@ -303,9 +303,10 @@ class Cycle:
         service's :class:`~poise.controller.replan.StallReplanner` hears it and re-plans);
         and ``gain_backed_off`` when the ring watch (:mod:`poise.motion.ringwatch`) halved
         the automatic rate gains (``gain_scale``, ``rings``); ``move_sway`` when the plant's
-        sway after a move showed its modes detuned farther than before
-        (:mod:`poise.motion.sway`: ``detuning``, ``sway`` [task units], ``ratio`` to the
-        distance moved), which later moves chosen on the model allow for."""
+        sway after a move changed the detuning of its modes the step takes (the mean over
+        the moves that are evidence; :mod:`poise.motion.sway`: ``detuning``, ``sway`` [task
+        units], ``ratio`` to the move's unshaped sway on the model), which later moves chosen
+        on the model allow for."""
         r, ring, sway = self.step.retarget, self.step.ring, self.step.sway
         assert r is not None
         if sway is not None and sway.detuning != self._detuning_seen:

@@ -194,8 +194,9 @@ class MoveSway:
         self.tolerance = float(tolerance)
         #: The mean detuning the moves showed over the run [fraction of ω] (0: none).
         self.detuning = 0.0
-        #: The last move's measured sway [task units] and its ratio to the distance moved
-        #: (None before a move was measured).
+        #: The last move's measured sway [task units] and its ratio to the move's excitation
+        #: (its unshaped sway on the model, else the distance moved); None before a move
+        #: was measured.
         self.last: tuple[float, float] | None = None
         #: Moves measured (their sway counted as evidence or not).
         self.measured = 0
