@@ -7,6 +7,7 @@ import json
 import math
 
 import numpy as np
+import pytest
 
 from poise.benchmarks import control
 from poise.cli import main
@@ -145,6 +146,12 @@ def test_calibrated_mode_calibrates_on_the_plant_and_feedforward_lands_in_the_ba
     rms = record["equilibrium_rms_rad"]
     assert rms["calibrated"] < 0.01 * rms["nominal"]
     assert [r["coordinate"] for r in record["static_residuals"]["band"]] == ["link1", "link2"]
+    # the plant was weighed: its true total mass as a scale reads it, held by the fit
+    weighed = record["total_mass"]
+    assert weighed["true_kg"] == pytest.approx(sum(record["masses_kg"]["plant"]), abs=1e-12)
+    assert weighed["weighed_kg"] == float(f"{weighed['true_kg']:.3g}") != 2.0  # not nominal
+    assert sum(record["masses_kg"]["identified"]) == pytest.approx(weighed["weighed_kg"],
+                                                                   abs=1e-9)
     (case,) = result["cases"]
     assert case["calibration"] == record["file"]
     assert case["success_pct"] == 100.0

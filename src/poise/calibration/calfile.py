@@ -7,7 +7,8 @@ and every other tool use it as the statics model. ``calibration`` holds:
 * ``parameters`` — one row per identified parameter: name, kind, unit, nominal, value,
   standard error, fixed (the scale);
 * ``masses`` — the body / segment masses implied by the gravity parameters, with standard errors;
-* ``scale`` — the known quantity that fixed the scale; ``ties`` — tied parameter kinds;
+* ``scale`` — the known quantity that fixed the scale; ``total_mass`` — the weighed total mass
+  held exactly (null when none was given); ``ties`` — tied parameter kinds;
 * ``statistics`` — rank, condition numbers, singular values, σ̂, residuals (fit and held-out),
   equilibrium prediction errors, kinematic residuals, actuator coverage;
 * ``qa_offset`` — the actuator position offsets of the kinematic fit (``qa = A q + o``);
@@ -62,6 +63,12 @@ def calibration_document(
                    for c, mv, se in zip(coords, masses, result.mass_std_error, strict=False)],
         "scale": {"parameter": result.fixed[0], "value": result.fixed[1],
                   "why": "known from the drawing (the equations are homogeneous)"},
+        "total_mass": None if result.total_mass is None else {
+            "value": result.total_mass, "unit": "kg",
+            "constrained": result.total_mass_constrained,
+            "why": ("weighed: the sum of the masses held exactly in the fit"
+                    if result.total_mass_constrained else
+                    "weighed: implied by the scale alone, not a constraint")},
         "ties": list(result.ties),
         "groups": list(result.groups),
         "qa_offset": [{"value": float(v), "std_error": float(s)}

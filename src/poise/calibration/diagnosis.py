@@ -134,10 +134,16 @@ def _advice(reg: StaticsRegressor, model: Any, coverage: FloatArray, uncovered: 
 def verdict(model: Any, ok: bool, rank: int, n_free: int, cond: float, undetermined: list[str],
             advice: list[str], problems: list[str], fix_name: str, fix_value: float,
             fix_unit: str, groups: list[Group], validated: bool = True,
-            validation: str = "") -> str:
+            validation: str = "", *, total_mass: float | None = None,
+            total_mass_constrained: bool = False) -> str:
     """The verdict for people: identified (and validated or not), or why not and what to
     change (:attr:`~poise.calibration.identify.Identification.message`)."""
     scale = f"scale fixed by {fix_name} = {fix_value:g} {fix_unit}"
+    if total_mass is not None:
+        scale += (f"; total mass {total_mass:g} kg (weighed, held exactly)"
+                  if total_mass_constrained else
+                  f"; total mass {total_mass:g} kg (weighed; implied by the scale alone, "
+                  "adds nothing)")
     tied = [g.name for g in groups if len(g.members) > 1]
     if tied:
         scale += "; tied: " + ", ".join(tied)

@@ -1,8 +1,10 @@
-"""The scale and the parameter groups of a statics identification.
+"""The known quantities and the parameter groups of a statics identification.
 
 The stacked equations ``Y π = 0`` are homogeneous: one parameter ``π_f`` is fixed to a known
-value (:func:`parse_fix`). Parameters of one kind may be *tied* into one group estimated as one
-(:func:`parameter_groups`), ``π = T θ`` with the group matrix ``T`` (:func:`group_matrix`).
+value (:func:`parse_fix`). A weighed total mass is a second known quantity, the linear equality
+``cᵀ π = M`` with ``cᵀ π = Σ masses_of(π)`` (:func:`total_mass_row`,
+:func:`total_mass_constraint`). Parameters of one kind may be *tied* into one group estimated as
+one (:func:`parameter_groups`), ``π = T θ`` with the group matrix ``T`` (:func:`group_matrix`).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -45,6 +48,73 @@ def parse_fix(reg: StaticsRegressor, fix: str | tuple[str, float] | None) -> tup
         raise CalibrationError(f"fix = {fix!r}: the known value must be finite and non-zero")
     return k, value
 
+
+def check_total_mass(model: Any, total_mass: float | None, *,
+                     label: str | None = None) -> float | None:
+    """The weighed total mass [kg] of ``model`` as a float (None: not given). ``label`` names
+    it in the messages (default ``total_mass = VALUE``; the CLI's ``--total-mass VALUE``).
+
+    Raises:
+        CalibrationError: not a finite number > 0, or a model family whose statics parameters
+            hold no masses (only ``planar_tree`` and ``planar_pcc`` have them).
+    """
+    if total_mass is None:
+        return None
+    label = label or f"total_mass = {total_mass!r}"
+    try:
+        value = float(total_mass)
+    except (TypeError, ValueError):
+        raise CalibrationError(f"{label}: the weighed total mass must be a number [kg]"
+                               ) from None
+    if not math.isfinite(value) or value <= 0.0:
+        raise CalibrationError(f"{label}: the weighed total mass must be finite and > 0 [kg]")
+    family = getattr(model, "family", None)
+    if family not in MASS_FAMILIES:
+        raise CalibrationError(
+            f"{label}: model {getattr(model, 'name', '?')!r} (family {family!r}) has no "
+            f"masses among its statics parameters; a total mass applies to "
+            f"{' and '.join(MASS_FAMILIES)} models")
+    return value
+
+
+def total_mass_row(reg: StaticsRegressor) -> FloatArray:
+    """``c`` (p,) with ``cᵀ π = Σ masses_of(π)`` (the masses are linear in the gravity
+    parameters: ``planar_tree`` ``m = W_com⁻ᵀ a``, ``planar_pcc`` the masses themselves)."""
+    c = np.zeros(reg.p)
+    c[reg._g0:reg._g0 + reg.n] = np.ones(reg.n) @ reg.mass_map()
+    return c
+
+
+def total_mass_constraint(reg: StaticsRegressor, T: FloatArray, g_fix: int, theta_fix: float,
+                          total_mass: float) -> tuple[FloatArray, float] | None:
+    """The total mass as an equality on the groups other than the scale group:
+    ``(d, e)`` with ``d · θ_free = e`` (d over all groups, zero at ``g_fix``).
+
+    Returns None when the total mass depends on the scale group alone (e.g. ``planar_pcc``
+    with the masses tied and one of them fixed): the scale then implies it, and it agrees
+    with ``total_mass`` (to 1e-9 relative), so it adds nothing.
+
+    Raises:
+        CalibrationError: the scale group alone implies a different total mass.
+    """
+    row = total_mass_row(reg) @ T
+    implied = float(row[g_fix] * theta_fix)
+    e = total_mass - implied
+    d = row.copy()
+    d[g_fix] = 0.0
+    if np.max(np.abs(d)) > 1e-12 * np.max(np.abs(row)):
+        return d, e
+    if abs(e) <= 1e-9 * total_mass:
+        return None
+    fixed = next(reg.names[k] for k in np.nonzero(T[:, g_fix])[0])
+    raise CalibrationError(
+        f"total_mass = {total_mass:g} kg: the total mass depends only on the scale "
+        f"({fixed} fixed), which implies {implied:.6g} kg; give one of the two, or values that "
+        "agree")
+
+
+#: Families whose statics parameters hold the masses (:func:`check_total_mass`).
+MASS_FAMILIES = ("planar_tree", "planar_pcc")
 
 #: Parameter kinds tied by default, per family (see :func:`parameter_groups`).
 DEFAULT_TIES = {"planar_tree": (), "planar_pcc": ("mass",)}
@@ -119,4 +189,5 @@ def group_matrix(reg: StaticsRegressor, groups: Sequence[Group]) -> FloatArray:
     return T
 
 
-__all__ = ["DEFAULT_TIES", "Group", "group_matrix", "parameter_groups", "parse_fix"]
+__all__ = ["DEFAULT_TIES", "MASS_FAMILIES", "Group", "check_total_mass", "group_matrix",
+           "parameter_groups", "parse_fix", "total_mass_constraint", "total_mass_row"]

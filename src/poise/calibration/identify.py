@@ -3,7 +3,9 @@
 Stacking N settled poses gives ``Y π = 0`` (:mod:`poise.calibration.regressor`). The equations
 are homogeneous, so one parameter ``π_f`` is fixed to a known value (the *scale*, by default the
 first tendon's moment arm on the first coordinate it crosses, as on the drawing) and the rest
-solve ``Y_r π_r = −y_f π_f`` by least squares.
+solve ``Y_r π_r = −y_f π_f`` by least squares. A weighed total mass (``total_mass``) is a second
+known quantity: ``Σ masses_of(π) = M`` holds exactly (an equality eliminated from the least
+squares, :mod:`~poise.calibration.lsq`), and the statistics are those of the constrained fit.
 
 Columns are scaled by each parameter's typical magnitude before the SVD, so the rank, the
 condition number and the null-space directions compare *relative* changes of parameters with
@@ -47,9 +49,11 @@ from poise.calibration.diagnosis import Diagnosis, diagnose, verdict
 from poise.calibration.grouping import (
     DEFAULT_TIES,
     Group,
+    check_total_mass,
     group_matrix,
     parameter_groups,
     parse_fix,
+    total_mass_constraint,
 )
 from poise.calibration.holdout import (
     MIN_POSES_HOLDOUT,
@@ -111,7 +115,7 @@ class Identification:
         pi: the parameter vector (p,) — the least-squares solution (minimum-norm if refused).
         fixed: ``(name, value)`` of the scale parameter.
         rank: numerical rank of the scaled regressor of the free parameters.
-        n_free: number of free parameters.
+        n_free: number of free parameters (one less with a total mass held exactly).
         cond: condition number of the column-scaled regressor (relative parameters).
         cond_raw: condition number of the unscaled regressor (SI units; for reference).
         singular_values: of the scaled regressor, descending.
@@ -139,6 +143,9 @@ class Identification:
             (:func:`~poise.calibration.band.static_residuals`).
         prior, prior_held: the prior's relative standard deviation and the parameters it
             holds near nominal (None and empty when the data determined every parameter).
+        total_mass: the weighed total mass [kg] given (None: not given);
+            ``Σ masses_of(pi) = total_mass`` exactly. total_mass_constrained: it entered the
+            fit as a constraint (False when the scale alone implies it: it then adds nothing).
     """
 
     identifiable: bool
@@ -178,6 +185,8 @@ class Identification:
     static_residuals: dict[str, Any] = field(default_factory=dict)
     prior: float | None = None
     prior_held: tuple[str, ...] = ()
+    total_mass: float | None = None
+    total_mass_constrained: bool = False
 
     def value(self, name: str) -> float:
         """Identified value of a parameter by name."""
@@ -206,6 +215,8 @@ class Identification:
             "holdout_index": list(self.holdout_index),
             "static_residuals": self.static_residuals,
             "prior": self.prior, "prior_held": list(self.prior_held),
+            "total_mass": self.total_mass,
+            "total_mass_constrained": self.total_mass_constrained,
             "units": {"residual": "N*m", "equilibrium": "rad"},
         }
 
@@ -234,6 +245,7 @@ def identify(
     raise_on_failure: bool = False,
     predict: bool = True,
     prior: float | None = None,
+    total_mass: float | None = None,
 ) -> Identification:
     """Identify the statics parameters of ``model`` from settled ``poses``.
 
@@ -260,33 +272,34 @@ def identify(
             actuator moved), refit with a Gaussian prior of this relative standard deviation
             at the nominal values (:func:`~poise.calibration.lsq.fit_statics`) and accept the
             result, naming the parameters the prior holds (``prior_held``). None: refuse.
+        total_mass: the robot's weighed total mass [kg], a second known quantity beside the
+            scale: the fit holds ``Σ masses_of(π) = total_mass`` exactly (``planar_tree``:
+            ``m = W_com⁻ᵀ a``; ``planar_pcc``: the segment masses). Where the scale alone
+            implies the total mass (``planar_pcc`` with the masses tied and one fixed), it
+            adds nothing if they agree (``total_mass_constrained`` False) and is refused if
+            they do not. None: not known.
 
     Raises:
-        CalibrationError: no usable poses, bad ``fix`` or ``tie``, unsupported model family.
+        CalibrationError: no usable poses, bad ``fix``, ``tie`` or ``total_mass``, a total
+            mass the scale contradicts, unsupported model family.
 
     One pipeline over the stage modules (group → hold out → fit → diagnose → calibrated model
     → equilibria → result); kept in one function so the order of the stages reads in one place.
     """
-    if prior is not None and not 0.0 < prior < math.inf:
-        raise CalibrationError(f"prior = {prior}: a relative standard deviation > 0 (e.g. 0.2)")
-    reg = statics_regressor(model)
+    total_mass = check_total_mass(model, total_mass)
+    reg, k_fix, v_fix, ties, groups, T, g_fix, constrained = _known_quantities(
+        model, fix, tie, prior, total_mass)
     pose_list = [p for p in poses if use_unsettled or p.settled]
     if not pose_list:
         raise CalibrationError("no settled poses to fit (every pose timed out?)")
-    k_fix, v_fix = parse_fix(reg, fix)
-    # a prior resolves what a default tie would, without assuming equal segments
-    ties = (DEFAULT_TIES.get(reg.family, ()) if prior is None else ()) if tie is None \
-        else tuple(tie)
-    groups = parameter_groups(reg, ties)
-    T = group_matrix(reg, groups)
-    g_fix = next(g for g, grp in enumerate(groups) if k_fix in grp.members)
     fit_idx, hold_idx, needed = choose_holdout(len(pose_list), holdout, reg.n, len(groups) - 1)
     qs = np.array([p.q for p in pose_list])
     qa = np.array([p.qa for p in pose_list])
     taus = np.array([p.tau for p in pose_list])
     Y_all = np.stack([reg.rows(q, t) for q, t in zip(qs, taus, strict=True)])  # (N, n, p)
     fit = fit_statics(reg, model, Y_all[fit_idx], qs[fit_idx], qa[fit_idx], groups, T, g_fix,
-                      v_fix / T[k_fix, g_fix], kinematics=kinematics, rcond=rcond)
+                      v_fix / T[k_fix, g_fix], kinematics=kinematics, rcond=rcond,
+                      total_mass=total_mass)
     diag = diagnose(reg, model, fit, pose_list, groups, groups[g_fix].name, ties,
                     max_rel_se=max_rel_se, min_coverage=min_coverage)
     held: tuple[str, ...] = ()
@@ -295,7 +308,7 @@ def identify(
         held = tuple(diag.undetermined)
         fit = fit_statics(reg, model, Y_all[fit_idx], qs[fit_idx], qa[fit_idx], groups, T,
                           g_fix, v_fix / T[k_fix, g_fix], kinematics=kinematics, rcond=rcond,
-                          prior=prior)
+                          prior=prior, total_mass=total_mass)
         # the prior determines the weak directions: nothing is left undetermined
         diag = Diagnosis(True, [], [], diag.coverage)
     pi = _no_spring_within_noise(reg, fit.pi, fit.std_error)
@@ -313,7 +326,8 @@ def identify(
         identifiable=identifiable,
         message=verdict(model, identifiable, fit.rank, fit.n_free, fit.cond, diag.undetermined,
                         diag.advice, problems, reg.names[k_fix], v_fix,
-                        reg.params[k_fix].unit, groups, validated, validation)
+                        reg.params[k_fix].unit, groups, validated, validation,
+                        total_mass=total_mass, total_mass_constrained=constrained)
         + (f"; held near their nominal values by the prior (±{prior:.0%}), the data do not "
            f"determine them: {', '.join(held)}" if held else ""),
         parameters=tuple(
@@ -333,6 +347,7 @@ def identify(
         groups=tuple(g.name for g in groups), qa_offset=fit.offsets,
         qa_offset_std_error=fit.offset_std_error, weights=fit.weights, validated=validated,
         validation=validation, prior=prior if held else None, prior_held=held,
+        total_mass=total_mass, total_mass_constrained=constrained,
         static_residuals=static_residuals(model, reg.coordinate_names, residuals, pi[: reg.n],
                                           pose_list,
                                           sprung=[p.nominal > 0 for p in reg.params[: reg.n]]),
@@ -340,6 +355,39 @@ def identify(
     if raise_on_failure and not identifiable:
         raise NotIdentifiableError(result)
     return result
+
+
+def check_options(model: Any, *, fix: str | tuple[str, float] | None = None,
+                  tie: Sequence[str] | None = None, prior: float | None = None,
+                  total_mass: float | None = None) -> None:
+    """Check the known quantities and ties of :func:`identify` before any pose is measured
+    (the same checks, without data).
+
+    Raises:
+        CalibrationError: what :func:`identify` would refuse them for.
+    """
+    _known_quantities(model, fix, tie, prior, total_mass)
+
+
+def _known_quantities(model: Any, fix: str | tuple[str, float] | None,
+                      tie: Sequence[str] | None, prior: float | None,
+                      total_mass: float | None) -> tuple[
+        StaticsRegressor, int, float, tuple[str, ...], list[Group], FloatArray, int, bool]:
+    """``(regressor, k_fix, v_fix, ties, groups, T, g_fix, total mass constrained)``, checked."""
+    if prior is not None and not 0.0 < prior < math.inf:
+        raise CalibrationError(f"prior = {prior}: a relative standard deviation > 0 (e.g. 0.2)")
+    total_mass = check_total_mass(model, total_mass)
+    reg = statics_regressor(model)
+    k_fix, v_fix = parse_fix(reg, fix)
+    # a prior resolves what a default tie would, without assuming equal segments
+    ties = (DEFAULT_TIES.get(reg.family, ()) if prior is None else ()) if tie is None \
+        else tuple(tie)
+    groups = parameter_groups(reg, ties)
+    T = group_matrix(reg, groups)
+    g_fix = next(g for g, grp in enumerate(groups) if k_fix in grp.members)
+    constrained = total_mass is not None and total_mass_constraint(
+        reg, T, g_fix, v_fix / T[k_fix, g_fix], total_mass) is not None
+    return reg, k_fix, v_fix, ties, groups, T, g_fix, constrained
 
 
 def _no_spring_within_noise(reg: StaticsRegressor, pi: FloatArray,
@@ -412,6 +460,7 @@ __all__ = [
     "Identification",
     "NotIdentifiableError",
     "ParameterEstimate",
+    "check_options",
     "holdout_split",
     "identify",
     "parameter_groups",

@@ -8,6 +8,14 @@ deviation like the weighted data rows). Columns are scaled by each
 parameter's typical magnitude before the SVD, so rank, condition number and null-space
 directions compare *relative* changes of parameters with different units.
 
+A known total mass (``total_mass``) is one exact linear equality ``dᵀ x = e`` on the unknowns
+(:func:`~poise.calibration.grouping.total_mass_constraint`), eliminated before the SVD: in the
+scaled coordinates ``u = x / s``, ``u = u₀ + N z`` with ``u₀`` the minimum-norm solution of the
+constraint and ``N`` an orthonormal basis of its null space, and the least squares solve for
+``z``. Rank, condition number, singular values and directions (mapped back, ``Vᵀ Nᵀ``) are
+those of the reduced system ``A N``, the degrees of freedom count one unknown less, and the
+covariance ``N cov(z) Nᵀ`` has zero variance along the constraint (the total mass).
+
 Statistics: ``σ̂² = ‖r‖² / (rows − p)``, ``cov = σ̂² V Σ⁻² Vᵀ`` in the scaled coordinates.
 """
 
@@ -20,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from poise.calibration.grouping import Group
+from poise.calibration.grouping import Group, total_mass_constraint
 from poise.calibration.regressor import StaticsRegressor
 from poise.models.base import FloatArray
 
@@ -33,7 +41,8 @@ class StaticsFit:
         theta: group values (g,), the fixed one included.
         pi: parameter vector ``T θ`` (p,).
         offsets: actuator kinematics offsets ``o`` (m,) (empty without kinematics).
-        n_free: solved unknowns (free groups + offsets).
+        n_free: solved unknowns (free groups + offsets), less one with a total mass (the
+            degrees of freedom the data must determine).
         singular_values: of the scaled system, descending (zeros for unseen directions).
         directions: ``Vᵀ`` of the scaled system, one direction per row.
         column_names: the unknowns' names in the order of ``directions``' columns.
@@ -44,6 +53,8 @@ class StaticsFit:
         covariance: of the parameters (p, p), zero for the fixed group [SI].
         std_error: of the parameters (p,); offset_std_error: of the offsets (m,).
         weights: ``(w_s, w_k)`` of the statics and kinematics blocks.
+        total_mass: the total mass held exactly [kg] (None: not given, or implied by the
+            scale alone and so not a constraint).
     """
 
     theta: FloatArray
@@ -62,6 +73,7 @@ class StaticsFit:
     std_error: FloatArray
     offset_std_error: FloatArray
     weights: tuple[float, float]
+    total_mass: float | None = None
 
 
 @dataclass(frozen=True)
@@ -79,7 +91,7 @@ class _System:
 def fit_statics(reg: StaticsRegressor, model: Any, Y_fit: FloatArray, q_fit: FloatArray,
                 qa_fit: FloatArray, groups: Sequence[Group], T: FloatArray, g_fix: int,
                 theta_fix: float, *, kinematics: bool, rcond: float,
-                prior: float | None = None) -> StaticsFit:
+                prior: float | None = None, total_mass: float | None = None) -> StaticsFit:
     """Solve for the free groups (and offsets) from the fit poses.
 
     Args:
@@ -91,14 +103,31 @@ def fit_statics(reg: StaticsRegressor, model: Any, Y_fit: FloatArray, q_fit: Flo
             free groups (one row ``(θ_j − θ_nom,j) / (prior · |θ_nom,j|)`` each, the column
             scale where the nominal is 0): directions the data do not determine stay near
             the nominal model instead of wandering off. None: no prior.
+        total_mass: the weighed total mass [kg], held exactly (``Σ masses_of(π) = total_mass``,
+            eliminated; see the module's notes). None: not known.
+
+    Raises:
+        CalibrationError: the scale alone implies a different total mass
+            (:func:`~poise.calibration.grouping.total_mass_constraint`).
     """
     free = [g for g in range(len(groups)) if g != g_fix]
     system = _stacked_system(reg, model, Y_fit, q_fit, qa_fit, groups, T, free, g_fix,
                              theta_fix, kinematics)
     if prior is not None:
         system = _with_prior(system, reg, groups, free, prior)
-    x, sv, Vt, rank, cond, cov_x, sigma = _scaled_lstsq(system, rcond)
-    sv_raw = np.linalg.svd(system.Y_r, compute_uv=False)
+    constraint = None
+    if total_mass is not None:
+        tm = total_mass_constraint(reg, T, g_fix, theta_fix, total_mass)
+        if tm is not None:
+            d_groups, e = tm
+            d = np.zeros(system.A_w.shape[1])
+            d[: len(free)] = d_groups[free]
+            constraint = (d, e)
+    x, sv, Vt, rank, cond, cov_x, sigma = _scaled_lstsq(system, rcond, constraint)
+    Y_raw = system.Y_r
+    if constraint is not None:  # the statics rows on the constraint's null space
+        Y_raw = Y_raw @ _null_basis(constraint[0][: len(free)])
+    sv_raw = np.linalg.svd(Y_raw, compute_uv=False)
     cond_raw = float(sv_raw[0] / sv_raw[-1]) if sv_raw[-1] > 0 else math.inf
     theta = np.empty(len(groups))
     theta[g_fix] = theta_fix
@@ -108,14 +137,15 @@ def fit_statics(reg: StaticsRegressor, model: Any, Y_fit: FloatArray, q_fit: Flo
     cov = Tf @ cov_x[: len(free), : len(free)] @ Tf.T  # (p, p), zero for the fixed group
     n_off = x.size - len(free)
     return StaticsFit(
-        theta=theta, pi=T @ theta, offsets=x[len(free):], n_free=int(x.size),
+        theta=theta, pi=T @ theta, offsets=x[len(free):],
+        n_free=int(x.size) - (constraint is not None),
         singular_values=sv, directions=Vt,
         column_names=[groups[g].name for g in free] + [f"qa_offset[{j}]" for j in range(n_off)],
         rank=rank, cond=cond, cond_raw=cond_raw, sigma=sigma,
         residual_rms=float(np.sqrt(np.mean(r**2))) if r.size else math.nan,
         covariance=cov, std_error=np.sqrt(np.maximum(np.diag(cov), 0.0)),
         offset_std_error=np.sqrt(np.maximum(np.diag(cov_x)[len(free):], 0.0)),
-        weights=system.weights)
+        weights=system.weights, total_mass=total_mass if constraint is not None else None)
 
 
 def _with_prior(system: _System, reg: StaticsRegressor, groups: Sequence[Group],
@@ -162,12 +192,25 @@ def _stacked_system(reg: StaticsRegressor, model: Any, Y_fit: FloatArray, q_fit:
     return _System(A_w, b_w, s_all, Yr, b_s, (float(w_s), float(w_k)))
 
 
-def _scaled_lstsq(system: _System, rcond: float) -> tuple[
+def _scaled_lstsq(system: _System, rcond: float,
+                  constraint: tuple[FloatArray, float] | None = None) -> tuple[
         FloatArray, FloatArray, FloatArray, int, float, FloatArray, float]:
     """``(x, σ, Vᵀ, rank, cond, cov(x), σ̂)``: least squares in the scaled coordinates on the
-    numerical range (minimum norm if rank deficient)."""
+    numerical range (minimum norm if rank deficient). ``constraint`` ``(d, e)``: ``dᵀ x = e``
+    exactly, eliminated (``u = u₀ + N z``); ``σ``, ``rank``, ``cond`` are then those of the
+    reduced system and the rows of ``Vᵀ`` its directions in the scaled unknowns ``u``."""
     A_w, b_w, s_all = system.A_w, system.b_w, system.scales
     Ys = A_w * s_all
+    n_x = Ys.shape[1]
+    u0 = np.zeros(n_x)
+    N = None
+    if constraint is not None:
+        d, e = constraint
+        ds = np.asarray(d, dtype=float) * s_all  # dᵀ x = dsᵀ u
+        u0 = ds * (e / float(ds @ ds))
+        N = _null_basis(ds)
+        b_w = b_w - Ys @ u0
+        Ys = Ys @ N
     U, sv_r, Vt = np.linalg.svd(Ys, full_matrices=True)  # Vt: all directions, also unseen ones
     U = U[:, : sv_r.size]
     sv = np.zeros(Ys.shape[1])
@@ -176,12 +219,22 @@ def _scaled_lstsq(system: _System, rcond: float) -> tuple[
     rank = int(np.sum(sv > rcond * smax)) if smax > 0 else 0
     cond = float(smax / sv[-1]) if sv.size and sv[-1] > 0 else math.inf
     inv = np.where(np.arange(sv.size) < rank, 1.0 / np.where(sv > 0, sv, 1.0), 0.0)
-    x = s_all * (Vt.T @ (inv * np.concatenate([U.T @ b_w, np.zeros(sv.size - sv_r.size)])))
-    r_w = b_w - A_w @ x
-    dof = max(A_w.shape[0] - x.size, 1)
+    z = Vt.T @ (inv * np.concatenate([U.T @ b_w, np.zeros(sv.size - sv_r.size)]))
+    cov_z = (Vt.T * (inv**2)) @ Vt
+    if N is not None:
+        z, cov_z, Vt = N @ z, N @ cov_z @ N.T, Vt @ N.T
+    x = s_all * (u0 + z)
+    r_w = system.b_w - A_w @ x
+    dof = max(A_w.shape[0] - sv.size, 1)
     sigma = float(np.linalg.norm(r_w) / math.sqrt(dof))
-    cov_x = ((Vt.T * (inv**2)) @ Vt * sigma**2) * np.outer(s_all, s_all)
+    cov_x = cov_z * sigma**2 * np.outer(s_all, s_all)
     return x, sv, Vt, rank, cond, cov_x, sigma
+
+
+def _null_basis(d: FloatArray) -> FloatArray:
+    """An orthonormal basis (k, k − 1) of the vectors orthogonal to ``d`` (k,), ``d ≠ 0``."""
+    _, _, Vt = np.linalg.svd(np.asarray(d, dtype=float)[None, :])
+    return Vt[1:].T
 
 
 def _actuator_widths(model: Any) -> FloatArray:

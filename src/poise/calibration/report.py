@@ -110,7 +110,9 @@ def _parameter_table(ax: Any, result: Identification) -> None:
     verdict = "NOT identifiable" if not result.identifiable else (
         "identified" if result.validated else "fitted, NOT validated")
     ax.set_title(f"{verdict}: rank {result.rank}/{result.n_free}, cond {result.cond:.3g}, "
-                 f"σ̂ {result.sigma:.3g}; scale {result.fixed[0]} = {result.fixed[1]:g}",
+                 f"σ̂ {result.sigma:.3g}; scale {result.fixed[0]} = {result.fixed[1]:g}"
+                 + (f"; total mass {result.total_mass:g} kg (weighed)"
+                    if result.total_mass is not None else ""),
                  fontsize=9)
 
 

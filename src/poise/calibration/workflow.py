@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from poise.calibration.calfile import calibration_document, write_calibration
-from poise.calibration.identify import HOLDOUT, Identification, identify
+from poise.calibration.identify import HOLDOUT, Identification, check_options, identify
 from poise.calibration.posefile import PoseSaver, load_poses, poses_path
 from poise.calibration.poses import Pose, excitation, safe_range
 from poise.calibration.regressor import CalibrationError
@@ -97,13 +97,15 @@ class ExcitationPlan:
 
 @dataclass(frozen=True)
 class FitOptions:
-    """Options of :func:`~poise.calibration.identify.identify`."""
+    """Options of :func:`~poise.calibration.identify.identify` (``total_mass``: the robot's
+    weighed total mass [kg], held exactly; None: not known)."""
 
     fix: str | None = None
     tie: Sequence[str] | None = None
     holdout: float = HOLDOUT
     kinematics: bool = True
     prior: float | None = None
+    total_mass: float | None = None
 
 
 @dataclass(frozen=True)
@@ -178,8 +180,17 @@ def calibrate(model: Any, request: CalibrationRequest, *, say: Say, warn: Say,
         returns before the fit (its poses are kept in the poses file).
 
     Raises:
-        WorkflowError: a stage could not go on (its ``stage`` says which).
+        WorkflowError: a stage could not go on (its ``stage`` says which); fit options that
+            the fit would refuse (``--fix``, ``--tie``, ``--total-mass``) stop it as ``input``
+            before any pose is measured.
     """
+    fit = request.fit
+    try:
+        check_options(model, fix=fit.fix, tie=fit.tie, prior=fit.prior,
+                      total_mass=fit.total_mass)
+    except CalibrationError as exc:
+        raise WorkflowError(f"{exc}" + (" (nothing was run)" if request.measures else ""),
+                            "input") from None
     if isinstance(request.source, DeviceSpec):
         saved = poses_path(request.out)
         settle = request.settle if request.settle.timeout is not None else replace(
@@ -201,10 +212,10 @@ def calibrate(model: Any, request: CalibrationRequest, *, say: Say, warn: Say,
         except (OSError, ValueError, KeyError) as exc:
             raise WorkflowError(f"--from-poses {request.source}: {exc}", "input") from None
         saved, kept = None, ""
-    fit = request.fit
     try:
         ident = identify(model, poses, fix=fit.fix, tie=fit.tie, holdout=fit.holdout,
-                         kinematics=fit.kinematics, prior=fit.prior)
+                         kinematics=fit.kinematics, prior=fit.prior,
+                         total_mass=fit.total_mass)
     except CalibrationError as exc:
         raise WorkflowError(f"{exc}{kept}", "fit") from None
     if request.report:

@@ -36,7 +36,8 @@ def register(commands: argparse._SubParsersAction, groups: dict) -> None:
                    "(repeatable; a later value for a robot wins)")
     p.add_argument("--calibrated", action="store_true",
                    help="with --plant: first calibrate each robot on its plant (poise "
-                   "calibrate's routine and fit, in simulated time), then run the targets with "
+                   "calibrate's routine and fit, in simulated time, the plant weighed: its true "
+                   "total mass to 3 significant digits as --total-mass), then run the targets with "
                    "the identified model as the controller's statics (model.calibration); the "
                    "report states each calibration and the friction band and hysteresis it saw")
     p.add_argument("--figure", metavar="PNG",

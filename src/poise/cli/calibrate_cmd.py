@@ -78,6 +78,9 @@ def register(commands, groups) -> None:
                      help="where the data do not determine every parameter, keep the weak "
                      "ones near their nominal values (a Gaussian prior, relative standard "
                      "deviation F, e.g. 0.2) instead of refusing; no default tie then")
+    fit.add_argument("--total-mass", type=float, metavar="KG",
+                     help="the robot's weighed total mass: a second known quantity, held "
+                     "exactly (the sum of the identified masses; planar_tree and planar_pcc)")
     fit.add_argument("--no-kinematics", action="store_true",
                      help="do not fit the actuator kinematics qa = A q + o")
     p.set_defaults(func=run_calibrate)
@@ -109,6 +112,14 @@ def run_calibrate(args: argparse.Namespace) -> int:
     if args.prior is not None and not 0.0 < args.prior < float("inf"):
         return _fail(f"--prior {args.prior}: a relative standard deviation > 0 (e.g. 0.2)",
                      EXIT_USAGE, args)
+    if args.total_mass is not None:
+        from poise.calibration.grouping import check_total_mass
+        from poise.calibration.regressor import CalibrationError
+
+        try:
+            check_total_mass(model, args.total_mass, label=f"--total-mass {args.total_mass:g}")
+        except CalibrationError as exc:
+            return _fail(str(exc), EXIT_USAGE, args)
     if args.from_poses is None and args.device is None:
         return _fail("give --device PORT|sim|inprocess (or --from-poses FILE)", EXIT_USAGE, args)
     # every file we will write, checked before the routine: measured work is never lost to a
@@ -168,7 +179,7 @@ def _request(args: argparse.Namespace):
         fit=FitOptions(fix=args.fix,
                        tie=None if args.tie is None else [t for t in args.tie if t != "none"],
                        holdout=args.holdout, kinematics=not args.no_kinematics,
-                       prior=args.prior))
+                       prior=args.prior, total_mass=args.total_mass))
 
 
 def _print_outcome(outcome, args: argparse.Namespace) -> int:
@@ -210,6 +221,14 @@ def _print_table(ident, args) -> None:
     for p in ident.parameters:
         se = "fixed" if p.fixed else f"{p.std_error:.2g}"
         print(f"{p.name:<22} {p.unit:<8} {p.nominal:>11.5g} {p.value:>11.5g} {se:>9}")
+    if ident.total_mass is not None and ident.description is not None:
+        d = ident.description
+        masses = [float(b["mass"]) for b in d.get("bodies", d.get("segments", []))]
+        print("masses [kg]: " + ", ".join(
+            f"{m:.4g} ± {se:.2g}" for m, se in zip(masses, ident.mass_std_error, strict=False))
+            + f"; sum {sum(masses):.6g} (weighed total mass {ident.total_mass:g}"
+            + (", held exactly)" if ident.total_mass_constrained else
+               ", implied by the scale alone)"))
     s = ident.statistics()
     if ident.validated:
         print(f"residual RMS {ident.residual_rms:.3g} N·m (held out {ident.holdout_rms:.3g}); "
