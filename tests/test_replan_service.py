@@ -225,3 +225,27 @@ def test_the_plants_sway_is_announced_and_planned_with(stiffer_dancer):
         assert ctl.step.motion_state(ctl.params, None).detuning == 0.012
         time.sleep(0.1)  # no second announcement of the same detuning
         assert len(_info(ctl, "move_sway")) == 1
+
+
+def test_the_plants_springs_are_announced_and_planned_with(stiffer_dancer):
+    """When the resting windows show the plant's springs off by a significant scale
+    (:mod:`poise.motion.springs`; here set as the windows would leave it), the cycle
+    announces ``spring_scale`` once, the summary states it, and the next plans' state
+    carries it (plans are aimed for it: ``poise.motion.planner.for_springs``)."""
+    from poise.controller.service import Controller
+    from poise.motion.springs import SpringScale
+
+    with Controller(_config(stiffer_dancer.path)) as ctl:
+        assert ctl.start().accepted
+        _wait(lambda: ctl.state == State.RUNNING, what="running")
+        r = ctl.step.retarget
+        assert r is not None and ctl.step.spring_scale == 0.0
+        assert ctl.step.motion_state(ctl.params, None).spring_scale == 0.0
+        r.springs = SpringScale.fixed(ctl.step.model, 0.1)
+        _wait(lambda: _info(ctl, "spring_scale"), what="the announcement", ctl=ctl)
+        (event,) = _info(ctl, "spring_scale")
+        assert event["spring_scale"] == pytest.approx(0.1) and event["explained"] == 1.0
+        feedback = ctl.summary()["feedback"]["retarget"]
+        assert feedback["spring_scale_used"] == pytest.approx(0.1)
+        assert ctl.step.motion_state(ctl.params, None).spring_scale == pytest.approx(0.1)
+        assert len(_info(ctl, "spring_scale")) == 1

@@ -164,7 +164,7 @@ def test_no_correction_while_an_actuator_is_held_or_saturated():
     off = x + np.array([0.02, 0.0])
     full = False
     for i in range(r._window):  # a hold half-way: the window starts again
-        full = r.observe(off, x, plan.qa_goal, holds=0 if i < r._window // 2 else 1)
+        full = r.observe(off, x, plan.qa_goal, 0 if i < r._window // 2 else 1, plan.q_goal)
     assert not full and r._count == r._window - r._window // 2
     r.begin(replace(plan, reachable=False), True)
     assert r.active and r.ended == ""

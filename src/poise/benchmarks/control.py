@@ -173,6 +173,8 @@ def run_case(name: str, mode: str, algorithm: str, targets: Sequence[FloatArray]
             # the detuning of the plant's modes its sway after moves showed (fb,
             # poise.motion.sway), which the moves chosen later allowed for
             "detuning": loop.step.detuning,
+            # the plant's stiffness scale the resting windows showed (fb, poise.motion.springs)
+            "spring_scale": retarget.springs.scale if retarget is not None else 0.0,
             "replans": loop.replans,
             "plant_differs": loop.plant.differences,
             "calibration": calibration,

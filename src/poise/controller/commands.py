@@ -257,7 +257,8 @@ class CommandRoom:
             return None
         target = parse_target(c.value, s.model.task_dim, s.reach)
         q_bar = np.array(stepper.q_bar, dtype=float)
-        state = MotionState(p, q_bar=q_bar, move_from=q_bar, detuning=s.step.detuning)
+        state = MotionState(p, q_bar=q_bar, move_from=q_bar, detuning=s.step.detuning,
+                            spring_scale=s.step.spring_scale)
         plan = self._planner().quick_plan(target, state)
         return None if plan is None else (QuickTarget(plan, next(self._serials)), state)
 
@@ -267,7 +268,8 @@ class CommandRoom:
         gains kept until its refinement (the approach move replaces the IK's output while
         it runs, so they do not act before); with a gain no longer automatic (a command
         meanwhile), at the target's bound at once (:func:`with_plan`)."""
-        return replace(p, target=plan.target) if gains_automatic(p) else with_plan(p, plan)
+        return replace(p, target=plan.live_target) if gains_automatic(p) \
+            else with_plan(p, plan)
 
     def _target(self, c: Command, p: LiveParams, prepared: Prepared) -> Move:
         """A ``target`` command's move: its plan (``prepared`` elsewhere, or made here),
@@ -505,7 +507,7 @@ class CommandRoom:
                      "dropped (the gains at the target are applied)")
         if error:
             text += f" and failed ({error}): the gains at the target are applied"
-        s.announce("info", code="plan_refined", target=plan.target.tolist(),
+        s.announce("info", code="plan_refined", target=plan.live_target.tolist(),
                    seconds=round(seconds, 4), reference=followed, late=late, text=text)
         return True
 
@@ -584,7 +586,7 @@ def _refined_params(p: LiveParams, plan: TargetPlan) -> LiveParams:
     try:
         return with_plan(p, plan)
     except ParamError:
-        return replace(p, target=plan.target)
+        return replace(p, target=plan.live_target)
 
 
 __all__ = ["STREAM_BEGUN", "CommandRoom", "Prepared", "Unrefined", "jsonable", "no", "ok"]

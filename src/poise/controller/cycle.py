@@ -109,6 +109,7 @@ class Cycle:
         self._corrections_seen = 0  # sampled re-targeting's corrections announced
         self._rings_seen = 0  # the ring watch's gain back-offs announced
         self._detuning_seen = 0.0  # the step's sway detuning announced (move_sway)
+        self._springs_seen = 0.0  # the step's spring scale announced (spring_scale)
         self._target_cache: tuple[object, tuple[float, ...]] = (None, ())
 
     # ------------------------------------------------------------------ the ordinary cycle
@@ -299,14 +300,17 @@ class Cycle:
         ``static_correction`` for each correction (the mismatch, the actuator step, whether a
         limit bounded it), and ``stalled_at_limit`` when the limits keep a correction from
         the target (the live target, the mismatch, and ``aim``: where a re-plan from the
-        measured state should send the model, the plan's target plus the mismatch; the
+        measured state should send the model, the live target plus the model's offset from
+        the plant at the setpoint now; the
         service's :class:`~poise.controller.replan.StallReplanner` hears it and re-plans);
         and ``gain_backed_off`` when the ring watch (:mod:`poise.motion.ringwatch`) halved
         the automatic rate gains (``gain_scale``, ``rings``); ``move_sway`` when the plant's
         sway after a move changed the detuning of its modes the step takes (the mean over
         the moves that are evidence; :mod:`poise.motion.sway`: ``detuning``, ``sway`` [task
         units], ``ratio`` to the move's unshaped sway on the model), which later moves chosen
-        on the model allow for."""
+        on the model allow for; ``spring_scale`` when the plant's springs as where it rested
+        showed (:mod:`poise.motion.springs`: ``spring_scale``, ``samples``, ``explained``)
+        changed the scale later plans are aimed with."""
         r, ring, sway = self.step.retarget, self.step.ring, self.step.sway
         assert r is not None
         if sway is not None and sway.detuning != self._detuning_seen:
@@ -318,6 +322,13 @@ class Cycle:
                                      "prediction: its modes are taken as "
                                      f"±{100 * sway.detuning:.2g} % off the model's in the "
                                      "moves chosen from now on")
+        if r.spring_scale != self._springs_seen:
+            self._springs_seen = r.spring_scale
+            self.hub.announce("info", code="spring_scale", spring_scale=r.spring_scale,
+                              samples=r.springs.samples, explained=r.springs.explained,
+                              reason="where the plant rested after moves shows its springs "
+                                     f"× {1 + r.spring_scale:.3g} the model's: targets are "
+                                     "planned for that from now on")
         if ring is not None and ring.rings != self._rings_seen:
             self._rings_seen = ring.rings
             self.hub.announce("info", code="gain_backed_off", **ring.summary(),
@@ -333,7 +344,7 @@ class Cycle:
             self.hub.announce("info", code="stalled_at_limit", reason=r.ended,
                               target=np.asarray(self.params.target, dtype=float).tolist(),
                               mismatch=mismatch.tolist(),
-                              aim=(np.asarray(r.plan.target) + mismatch).tolist())
+                              aim=(np.asarray(r.plan.live_target) + mismatch).tolist())
 
     def _trajectory_progress(self, following: Following) -> None:
         """A trajectory's ``trajectory`` events: its progress at every tenth of its duration,

@@ -52,7 +52,8 @@ def check_configured_gains(cfg: Config, model: Any = None,
         raise ConfigError(f"{_where(cfg, 'algorithm.target', origins)} = "
                           f"{target.tolist()}: {exc}") from None
     try:
-        return with_stability(replace(p, target=plan.target), plan.loop, what="algorithm")
+        return with_stability(replace(p, target=plan.live_target), plan.loop,
+                              what="algorithm")
     except ParamError as exc:
         where = _where(cfg, exc.what, origins)
         raise ConfigError(f"{where}{str(exc)[len(exc.what):]}") from None

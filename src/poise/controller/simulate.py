@@ -198,7 +198,7 @@ class SimulatedLoop:
                 np.array_equal(plan.target, e["aim"]) for e in self.replans[-1:]):
             return False
         target = np.asarray(self.params.target, dtype=float)
-        aim = np.asarray(plan.target, dtype=float) + mismatch
+        aim = np.asarray(plan.live_target, dtype=float) + mismatch
         record: dict[str, Any] = {"t": self.time, "target": target.tolist(),
                                   "aim": aim.tolist(), "reachable": False, "moved": False}
         self.replans.append(record)

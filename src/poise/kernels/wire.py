@@ -83,6 +83,8 @@ class WireBuffers:
         self.f32 = np.zeros(n + 2 * m, dtype=np.float32)
         self.out = np.zeros(MAX_WIRE_FRAME, dtype=np.uint8)
         self.out_view = memoryview(self.out)  # what the write takes (no copy)
+        #: The decoded frame's q (a view of ``io``: current after each call).
+        self.q = self.io[W_VALUES:W_VALUES + n]
 
     def frame(self) -> memoryview:
         """The setpoint frame the last :data:`WIRE_OK` call wrote."""

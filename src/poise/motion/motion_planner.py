@@ -44,7 +44,7 @@ device's limits and the compiled kernels are known.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -72,6 +72,10 @@ class MotionState:
         detuning: how far the plant's modes are from the model's, as its sway after earlier
             moves showed [fraction of ω] (:mod:`poise.motion.sway`); a move chosen on the
             model allows for it (0: the model's modes).
+        spring_scale: the plant's springs are ``1 +`` this × the model's, as where it rested
+            showed (:mod:`poise.motion.springs`); not 0: plans are aimed where the model
+            must go for such a plant to reach the target (:func:`~poise.motion.planner.
+            for_springs`).
     """
 
     params: LiveParams | None = None
@@ -80,6 +84,7 @@ class MotionState:
     goal: FloatArray | None = None
     move_from: FloatArray | None = None
     detuning: float = 0.0
+    spring_scale: float = 0.0
 
     @property
     def starts(self) -> list[FloatArray]:
@@ -141,7 +146,8 @@ class MotionPlanner:
         Raises:
             UnstableTarget, ParamError: as :meth:`plan`.
         """
-        plan = self.target_plan(aim, state)
+        # the aim is where the model must go already (the plant's offset measured in it)
+        plan = self.target_plan(aim, replace(state, spring_scale=0.0))
         if not plan.reachable or plan.qa_goal is None:
             return plan, None
         return plan, self.move(plan, state)
@@ -154,11 +160,14 @@ class MotionPlanner:
         Raises:
             UnstableTarget: the only held configuration reaching ``target`` is unstable.
         """
-        o = self.options
+        o, lim = self.options, self.limits
         return plan_target(self.model, np.asarray(target, dtype=float), state.starts,
                            o.tolerance, period=o.period, delay=o.delay,
                            effort_feedforward=o.effort_feedforward, params=state.params,
-                           shaper=o.shaper, uncertainty=o.gain_uncertainty)
+                           shaper=o.shaper, uncertainty=o.gain_uncertainty,
+                           spring_scale=state.spring_scale,
+                           qa_min=None if lim is None else lim.qa_min,
+                           qa_max=None if lim is None else lim.qa_max)
 
     def quick_plan(self, target: FloatArray, state: MotionState) -> TargetPlan | None:
         """The plan of ``target`` from one solve from ``state.q_bar``, with the loop
@@ -176,7 +185,7 @@ class MotionPlanner:
                             effort_feedforward=o.effort_feedforward, shaper=o.shaper,
                             qa_min=None if lim is None else lim.qa_min,
                             qa_max=None if lim is None else lim.qa_max,
-                            uncertainty=o.gain_uncertainty)
+                            uncertainty=o.gain_uncertainty, spring_scale=state.spring_scale)
 
     def refine(self, plan: TargetPlan, state: MotionState) -> Move:
         """What a quick plan (:meth:`quick_plan`) adopted at once still lacks, computed
@@ -197,7 +206,7 @@ class MotionPlanner:
         if self.limits is not None:
             plan = with_reference(plan, state.move_from, params, self.options, self.model,
                                   self.limits, self.stepper_factory)
-        return Move(plan, params)
+        return Move(_static_reference(plan), params)
 
     def move(self, plan: TargetPlan, state: MotionState) -> Move:
         """``plan`` made a move: the parameters at its target
@@ -212,7 +221,19 @@ class MotionPlanner:
         if state.move_from is not None:
             plan = choose_move(plan, state.move_from, params, self.options, self.model,
                                self.limits, self.stepper_factory, detuning=state.detuning)
-        return Move(plan, params)
+        return Move(_static_reference(plan), params)
+
+
+def _static_reference(plan: TargetPlan) -> TargetPlan:
+    """A plan aimed for the plant's springs (``serves`` set, :func:`~poise.motion.planner.
+    for_springs`) keeps of the model's predicted response only its end: the plant, stiffer or
+    softer than the model, does not follow the model's transient to the aim (the dancer's
+    model, near the edge of its stability there, was still 6 cm from its end 4 s after the
+    move while the plant stood on the target, and feedback following it pulled the plant
+    off). Feedback aims at the target after the move, and the corrections measure against it."""
+    if plan.serves is None or plan.reference is None or len(plan.reference) <= 1:
+        return plan
+    return replace(plan, reference=plan.reference[-1:])
 
 
 def _params_at(plan: TargetPlan, state: MotionState, method: str) -> LiveParams:

@@ -153,7 +153,7 @@ def with_plan(p: LiveParams, plan: Any) -> LiveParams:
     Raises:
         ParamError: an explicit gain at or above the bound at the new target.
     """
-    new = replace(p, target=plan.target)
+    new = replace(p, target=plan.live_target)
     loop = getattr(plan, "loop", None)
     return with_stability(new, loop) if loop is not None else new
 

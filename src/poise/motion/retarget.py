@@ -58,6 +58,16 @@ grew; after that the corrections of this target end (the continuous integrator c
 alone), and a last one that made it worse is undone (the setpoint goes back to where it was
 before it).
 
+**The plant's springs.** A window that calls for a correction also shows where the plant
+rests; there the model's passive force ``G_u(q̂)`` is what the model's springs get wrong, and
+over such windows the least-squares stiffness scale ``ŝ`` of the plant
+(:class:`~poise.motion.springs.SpringScale`, kept over targets) follows. Once it is
+significant and explains the residuals, a plan's first correction is made on the model with
+its springs scaled, from where the plant rests: Gauss–Newton on that model's held map
+within the limits (the dancer's pointe 10 % stiffer is a held map 40 % off, and a 10 cm
+correction is far from linear: one such correction leaves under a millimetre where the
+model's Jacobian left 15 mm). The measured Jacobian starts from the scaled one.
+
 **Anti-windup.** A window is discarded (and restarted) when the cycle's anti-windup held an
 actuator, when the device reported a saturated actuator, or when a move is under way; the
 correction is bounded by the actuator limits (never integrated past them); and there are at
@@ -73,10 +83,11 @@ and the corrections end.
 
 **Stall.** When the bounded correction cannot remove the mismatch (its residual above the
 tolerance: an actuator at a limit on a branch that cannot reach the target), the corrector
-reports a *stall* (:attr:`Retargeting.stalled`) with the mismatch it measured; the owner of
-the planner re-plans from the measured state to ``target + m̂`` (another member of the held
-family that reaches it within the limits, :meth:`poise.controller.simulate.SimulatedLoop.
-set_target`).
+reports a *stall* (:attr:`Retargeting.stalled`) with the model's offset from the plant at the
+setpoint now, ``x̄ − h(q)`` (what the corrections and the integrator made is kept); the owner
+of the planner re-plans from the measured state to ``target + x̄ − h(q)`` (another member of
+the held family that reaches it within the limits, :meth:`poise.controller.simulate.
+SimulatedLoop.set_target`).
 
 **On the exact model** the mismatch is the difference between the simulated arm and the
 model's prediction of it: sensor noise averaged over a period, far below the threshold
@@ -97,6 +108,7 @@ from poise.ik.held_common import held_jacobian
 from poise.models.actuation import blocks
 from poise.models.base import FloatArray, MechanicalModel
 from poise.motion.shaping import ShapedMove, Shaper, shaper_for
+from poise.motion.springs import SpringScale
 
 if TYPE_CHECKING:
     from poise.motion.planner import TargetPlan
@@ -202,9 +214,13 @@ class Retargeting:
         #: The live rate gain [1/s] (the owner keeps it current): corrections only while
         #: ``gain × T_d`` < :data:`SLOW_GAIN`.
         self.rate_gain = 0.0
-        #: A stall: the mismatch (task units) the limits kept the correction from removing;
-        #: None when none. The owner re-plans and clears it.
+        #: A stall: the model's offset from the plant at the setpoint now, ``x̄ − h(q)``
+        #: [task units], which the limits keep the corrections from removing; None when
+        #: none. The owner re-plans to ``target + stalled`` and clears it.
         self.stalled: FloatArray | None = None
+        #: The plant's stiffness scale as the windows that called for a correction showed it
+        #: (:mod:`poise.motion.springs`); kept over plans.
+        self.springs = SpringScale(model)
         self._clear()
 
     def _clear(self) -> None:
@@ -214,6 +230,8 @@ class Retargeting:
         if getattr(self, "_m", np.zeros((0, 0))).shape != (size, k):
             self._m = np.zeros((size, k))
             self._qa = np.zeros((size, m))
+            self._q = np.zeros((size, self.model.n))
+            self._predicted = np.zeros(k)
         self._holds = -1
 
     def begin(self, plan: TargetPlan | None, active: bool) -> None:
@@ -243,6 +261,11 @@ class Retargeting:
         self.shaper = shaper_for(plan.loop.structural_modes(), "zvd")
 
     @property
+    def spring_scale(self) -> float:
+        """The plant's stiffness scale :attr:`springs` measured, where significant; else 0."""
+        return self.springs.scale if self.springs.significant else 0.0
+
+    @property
     def active(self) -> bool:
         """Corrections go on for the current plan."""
         return self.plan is not None and not self.ended
@@ -253,12 +276,17 @@ class Retargeting:
         return self.plan is not None and self.ended != "off"
 
     def watch_stall(self, predicted: FloatArray, x_meas: FloatArray, qa: FloatArray,
-                    qa_min: FloatArray, qa_max: FloatArray, held: bool) -> None:
+                    qa_min: FloatArray, qa_max: FloatArray, held: bool,
+                    x_bar: FloatArray) -> None:
         """One settled cycle, whatever the window does: feedback has stalled when for one
-        window (a damped period of the slowest mode) the mismatch stayed above the tolerance
-        while an actuator sat at a position limit or the anti-windup held one (``held``: its
-        effort at the limit) and the mismatch did not shrink by half. Then
-        :attr:`stalled` is the mean mismatch over that window and the corrections end."""
+        window (a damped period of the slowest mode) the mismatch ``predicted − x_meas``
+        stayed above the tolerance while an actuator sat at a position limit or the
+        anti-windup held one (``held``: its effort at the limit) and the mismatch did not
+        shrink by half. Then :attr:`stalled` is the mean over that window of ``x̄ − x_meas``
+        (``x_bar``: the model's task value at the setpoint now), the model's offset from the
+        plant where it stands, so that a re-plan to ``target + stalled`` keeps what the
+        corrections and the integrator made (from the plan's own end instead, the dancer's
+        re-plan undid a correction of 16 cm), and the corrections end."""
         if self.stalled is not None or self.ended == "off" or self.ended.startswith("stalled"):
             return
         span = qa_max - qa_min
@@ -273,7 +301,7 @@ class Retargeting:
             self._stall_sum = np.zeros_like(mismatch)
             self._stall_first = norm
         self._stall_count += 1
-        self._stall_sum += mismatch
+        self._stall_sum += x_bar - x_meas
         if self._stall_count >= self._window and norm > 0.5 * self._stall_first:
             self.stalled = self._stall_sum / self._stall_count
             self.ended = f"stalled at a limit ({norm * 1e3:.2g} mm)"
@@ -284,16 +312,19 @@ class Retargeting:
         self._clear()
 
     def observe(self, predicted: FloatArray, x_meas: FloatArray, qa: FloatArray,
-                holds: int) -> bool:
+                holds: int, q: FloatArray) -> bool:
         """One settled cycle: the model's predicted task value ``predicted``, the measured
         ``x_meas``, the setpoint ``qa`` after it, the step's anti-windup hold count
-        ``holds``. Returns True when the window is full (then :meth:`correction`)."""
+        ``holds``, the measured configuration ``q``. Returns True when the window is full
+        (then :meth:`correction`)."""
         if self._holds >= 0 and holds != self._holds:
             self._clear()
         self._holds = holds
         i = self._count
         np.subtract(predicted, x_meas, out=self._m[i])
         self._qa[i] = qa
+        self._q[i] = q
+        self._predicted[:] = predicted
         self._count += 1
         return self._count >= self._window
 
@@ -309,15 +340,27 @@ class Retargeting:
         setpoint's change). Near a fold of the held map the model's weak direction can be
         several times off the plant's (the soft arm on ``mixed15``: singular values 0.078
         and 0.022), so a correction on the model lands far off; the one after it, from
-        where the arm was before (:data:`RETRIES` in a row), uses what the plant showed."""
+        where the arm was before (:data:`RETRIES` in a row), uses what the plant showed.
+
+        A window that calls for a correction also tells how stiff the plant's springs are
+        (:class:`~poise.motion.springs.SpringScale`, from where the arm rests in it); once
+        that scale is significant, the first correction of a plan uses the held Jacobian of
+        the model with its springs so scaled, at where the arm rests, instead of the model's
+        at q̄ (the dancer's pointe 10 % stiffer: a held map 40 % off)."""
         n = max(self._count, 1)
         J = self._secant if self._secant is not None else \
             held_jacobian(blocks(self.model, q_bar))
         # each sample moved to the setpoint qa (the integrator's share, on the model)
         samples = self._m[:n] - (qa - self._qa[:n]) @ J.T
         mismatch = static_part(samples, self.period, *self._sway)
+        resting = static_part(self._q[:n], self.period, *self._sway)
         self._clear()
         norm = float(np.linalg.norm(mismatch))
+        if norm > THRESHOLD * self.tolerance:
+            self.springs.add(resting)
+        springs = self._secant is None and self.springs.significant
+        if springs:
+            J = self.springs.held_jacobian(resting)
         last = self.corrections[-1] if self.corrections else None
         if last is not None and self._before is not None:
             # the plant's answer to the last correction: x_meas moved by m_before − m_now
@@ -352,9 +395,16 @@ class Retargeting:
         span = np.asarray(qa_max, float) - np.asarray(qa_min, float)
         margin = LIMIT_MARGIN * np.where(np.isfinite(span), span, 0.0)
         radius = self._trust * trust_radius(J, mismatch)
-        delta, residual, limited = bounded_correction(J, mismatch, start,
-                                                      qa_min + margin, qa_max - margin,
-                                                      radius)
+        lo, hi = qa_min + margin, qa_max - margin
+
+        def step(radius: float) -> tuple[FloatArray, float, bool]:
+            if springs:  # on the model with its springs scaled (poise.motion.springs)
+                return self.springs.correction(
+                    resting, start, mismatch,
+                    lambda J_, e, a: bounded_correction(J_, e, a, lo, hi), radius)
+            return bounded_correction(J, mismatch, start, lo, hi, radius)
+
+        delta, residual, limited = step(radius)
         self._before = np.array(start, dtype=float)
         if self._secant is None:
             self._secant = np.array(J, dtype=float)
@@ -363,12 +413,13 @@ class Retargeting:
                                            trusted))
         self.total += 1
         if limited and math.isfinite(radius):  # what the limits alone leave
-            residual = bounded_correction(J, mismatch, start, qa_min + margin,
-                                          qa_max - margin)[1]
+            residual = step(math.inf)[1]
         if limited and residual > STALL_FRACTION * self.tolerance:
             # the limits keep the correction from the target: no move into them (the
-            # owner re-plans from the measured state, :attr:`stalled`)
-            self.stalled = mismatch
+            # owner re-plans from the measured state, :attr:`stalled`: the model's offset
+            # from the plant at the setpoint now, as :meth:`watch_stall` gives it)
+            self.stalled = mismatch + np.asarray(self.model.fk(q_bar), dtype=float) \
+                - self._predicted
             self.ended = f"stalled at a limit ({residual * 1e3:.2g} mm left)"
             return None
         if not np.any(delta):
@@ -395,6 +446,8 @@ class Retargeting:
         """JSON-ready: the corrections of the current plan and why they ended."""
         return {"corrections": [c.as_dict() for c in self.corrections],
                 "total": self.total, "ended": self.ended,
+                "spring_scale": self.springs.scale,
+                "spring_scale_used": self.spring_scale,
                 "threshold_m": THRESHOLD * self.tolerance,
                 "window_s": self._window * self.period if self.active else None}
 

@@ -237,17 +237,19 @@ class ControlStep:
         stepper, plan = self.stepper, self.plan
         return MotionState(params, stepper.q_bar if stepper is not None else None, q_measured,
                            plan.q_goal if plan is not None else None, move_from,
-                           self.detuning)
+                           self.detuning, self.spring_scale)
 
     def adopt(self, plan: TargetPlan, serves: FloatArray | None = None) -> None:
         """Make ``plan`` current: approach its goal first where it says so; in feedback
         mode, follow its reference after the move (:meth:`follow`).
 
         ``serves``: the live target a plan made for another aim serves (a stall's re-plan,
-        :mod:`poise.controller.replan`, plans ``x* + m̂`` for the live target ``x*``); then
+        :mod:`poise.controller.replan`, plans ``x* + m̂`` for the live target ``x*``; by
+        default the plan's own ``serves``, :func:`~poise.motion.planner.for_springs`); then
         feedback follows its reference shifted to end at ``serves`` and sampled
         re-targeting watches it, as for a plan aimed at the live target itself."""
         self.plan = plan
+        serves = serves if serves is not None else plan.serves
         self._serves = None if serves is None else np.array(serves, dtype=np.float64)
         self.goal = plan.qa_goal if plan.approach else None
         self.reference, self._reference_plan, self._aim_rows = None, None, None
@@ -465,7 +467,7 @@ class ControlStep:
         return cached[2]
 
     def _retarget_cycle(self, p: LiveParams, x_meas: FloatArray, fb: bool,
-                        saturated: bool) -> None:
+                        saturated: bool, q: FloatArray) -> None:
         """Sampled re-targeting after this cycle (:mod:`poise.motion.retarget`): in
         feedback, once the move has arrived, the mismatch between the model's predicted
         response and the measured task value is averaged over a window; a full window may
@@ -484,12 +486,13 @@ class ControlStep:
         lim = self.limits
         held = self.windup_holds != self._holds_seen
         self._holds_seen = self.windup_holds
-        r.watch_stall(rows[i], x_meas, stepper.qa, lim.qa_min, lim.qa_max, held or saturated)
+        r.watch_stall(rows[i], x_meas, stepper.qa, lim.qa_min, lim.qa_max, held or saturated,
+                      stepper.x_bar)
         if saturated or not r.active:
             r.reset_window()
             return
         r.rate_gain = p.gamma_z if p.algorithm == "alg2" else p.gamma
-        if not r.observe(rows[i], x_meas, stepper.qa, self.windup_holds):
+        if not r.observe(rows[i], x_meas, stepper.qa, self.windup_holds, q):
             return
         lim, plan = self.limits, self.plan
         goal = r.correction(stepper.q_bar, stepper.qa, self._move_cycle * self.period,
@@ -542,6 +545,12 @@ class ControlStep:
         or not measured; :mod:`poise.motion.sway`), which moves chosen on the model allow
         for."""
         return self.sway.detuning if self.sway is not None else 0.0
+
+    @property
+    def spring_scale(self) -> float:
+        """The plant's stiffness scale where it rested showed, once significant (0: not,
+        or not measured; :mod:`poise.motion.springs`), which plans are aimed with."""
+        return self.retarget.spring_scale if self.retarget is not None else 0.0
 
     def _settled_on_plan(self, p: LiveParams) -> bool:
         """Whether the IK holds the current plan now: its move has arrived, no reference is
@@ -598,7 +607,7 @@ class ControlStep:
             raise StepFault(f"non-finite IK output ({p.algorithm})")
         if status & stepper.HELD:
             self.windup_holds += 1
-        self._retarget_cycle(p_live, x_meas, fb, saturated)
+        self._retarget_cycle(p_live, x_meas, fb, saturated, q)
         return x_meas, x_used
 
     def wire_cycle(self, p: LiveParams, buffers: WireBuffers, data: bytes) -> int:
@@ -631,7 +640,7 @@ class ControlStep:
             return outcome
         if g_status & stepper.HELD:
             self.windup_holds += 1
-        self._retarget_cycle(p_live, x_meas, fb, False)
+        self._retarget_cycle(p_live, x_meas, fb, False, buffers.q)
         self._wired = (x_meas, x_used)
         return outcome
 
@@ -680,7 +689,7 @@ class ControlStep:
             proposed = stepper.propose(aimed, x_meas if fb else None, period)
             stepper.commit(self._safe_setpoint(stepper, proposed, q, fb, saturated,
                                                p.algorithm, move_qa))
-            self._retarget_cycle(p, x_meas, fb, saturated)
+            self._retarget_cycle(p, x_meas, fb, saturated, q)
             tau = stepper.tau if self.effort_feedforward else None
             finite = all_finite(stepper.qa, tau, stepper.q_bar)
         if not finite:

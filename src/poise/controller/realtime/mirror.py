@@ -53,6 +53,7 @@ class ChildMirror(SubscriberHub):
         self._limits: SafetyLimits | None = None  # the child's safety limits (its plans')
         self._last_summary: dict[str, Any] = {}
         self._detuning = 0.0  # the child's step's detuning (its move_sway events)
+        self._spring_scale = 0.0  # the child's step's spring scale (its spring_scale events)
         self._final: dict[str, Any] | None = None
 
     @property
@@ -93,6 +94,13 @@ class ChildMirror(SubscriberHub):
         the parent's plans allow for it."""
         return self._detuning
 
+    @property
+    def spring_scale(self) -> float:
+        """The plant's springs' scale as the child's step measured where the plant rested
+        (its last ``info`` ``spring_scale`` event; :mod:`poise.motion.springs`): the
+        parent's plans are aimed with it."""
+        return self._spring_scale
+
     def wait_for(self, *states: State, timeout: float = 5.0) -> bool:
         """Block until the state is one of ``states``; False on timeout."""
         with self._changed:
@@ -125,6 +133,8 @@ class ChildMirror(SubscriberHub):
                     self._changed.notify_all()
             elif ev.kind == "info" and ev.data.get("code") == "move_sway":
                 self._detuning = float(ev.data.get("detuning", self._detuning))
+            elif ev.kind == "info" and ev.data.get("code") == "spring_scale":
+                self._spring_scale = float(ev.data.get("spring_scale", self._spring_scale))
             self._publish(ev)
 
     def _drain_ring(self, ring: CycleRing) -> None:

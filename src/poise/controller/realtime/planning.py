@@ -119,7 +119,7 @@ class ParentPlanner:
             q_bar = np.asarray(s.q_bar, dtype=float)
             state = MotionState(mirror.params, q_bar=q_bar, q=np.asarray(s.q, dtype=float),
                                 goal=mirror._plan_goal, move_from=q_bar,
-                                detuning=mirror.detuning)
+                                detuning=mirror.detuning, spring_scale=mirror.spring_scale)
             planner = self._motion()
             if self._config.loop.live_targets and gains_automatic(mirror.params):
                 planner.limits = mirror._limits  # type: ignore[assignment]
@@ -160,7 +160,7 @@ class ParentPlanner:
         q_bar = np.asarray(s.q_bar, dtype=float)
         state = MotionState(mirror.params, q_bar=q_bar, q=np.asarray(s.q, dtype=float),
                             goal=mirror._plan_goal, move_from=q_bar,
-                            detuning=mirror.detuning)
+                            detuning=mirror.detuning, spring_scale=mirror.spring_scale)
         planner = self._motion()
         planner.limits, planner.stepper_factory = limits, self._steppers()
         plan, move = planner.replan(np.asarray(aim, dtype=float), state)
