@@ -426,3 +426,38 @@ def test_the_automatic_gain_is_the_one_whose_slowest_pole_decays_fastest(tmp_pat
         capped = run_case("double_pendulum", "fb", "alg1", [target], plant=plant)["targets"][0]
     assert capped["settle_s"] is None or capped["settle_s"] - capped["move_s"] > \
         capped["goal_s"]
+
+
+def test_a_correction_is_made_after_the_setpoint_went_out(tmp_path, monkeypatch):
+    """The correction of a window (a bounded least squares, or Gauss–Newton on the model with
+    its springs scaled: milliseconds) is made in ``ControlStep.look_ahead``, after the
+    cycle's setpoint was written, never inside ``update`` (on the way from a sensor frame to
+    its setpoint); its move starts at the next cycle."""
+    loop, target = mixed15_soft_arm(tmp_path, 0)
+    step = loop.step
+    r = step.retarget
+    calls: list[bool] = []
+    inside = False
+    update, correction = step.update, r.correction
+
+    def timed_update(*args, **kwargs):
+        nonlocal inside
+        inside = True
+        try:
+            return update(*args, **kwargs)
+        finally:
+            inside = False
+
+    def watched_correction(*args, **kwargs):
+        calls.append(inside)
+        return correction(*args, **kwargs)
+
+    monkeypatch.setattr(step, "update", timed_update)
+    monkeypatch.setattr(r, "correction", watched_correction)
+    loop.start()
+    loop.set_target(target)
+    while not r.corrections and loop.time < 30.0:
+        loop.cycle()
+    assert r.corrections, "no correction in 30 s"
+    assert calls and not any(calls)
+    assert step.move is not None and step.goal is not None  # the correction's move, next

@@ -201,6 +201,7 @@ class ControlStep:
         #: Sampled re-targeting in feedback (:mod:`poise.motion.retarget`); None: off.
         self.retarget: Retargeting | None = None if tolerance is None else Retargeting(
             model, period, tolerance)
+        self._correct = False  # a window closed: its correction at look_ahead
         #: The ring watch in feedback (:mod:`poise.motion.ringwatch`): its scale on the
         #: automatic rate gains; None: off (``ring_watch`` false, or no re-targeting).
         self.ring: RingWatch | None = None if tolerance is None or not ring_watch \
@@ -249,6 +250,7 @@ class ControlStep:
         feedback follows its reference shifted to end at ``serves`` and sampled
         re-targeting watches it, as for a plan aimed at the live target itself."""
         self.plan = plan
+        self._correct = False
         serves = serves if serves is not None else plan.serves
         self._serves = None if serves is None else np.array(serves, dtype=np.float64)
         self.goal = plan.qa_goal if plan.approach else None
@@ -492,14 +494,24 @@ class ControlStep:
             r.reset_window()
             return
         r.rate_gain = p.gamma_z if p.algorithm == "alg2" else p.gamma
-        if not r.observe(rows[i], x_meas, stepper.qa, self.windup_holds, q):
+        # a full window: its correction is made after this cycle's setpoint went out
+        self._correct = r.observe(rows[i], x_meas, stepper.qa, self.windup_holds, q)
+
+    def _correction_move(self) -> None:
+        """The correction of the window that closed this cycle (:meth:`Retargeting.
+        correction <poise.motion.retarget.Retargeting.correction>`) and its move, which
+        starts at the next cycle. Made from :meth:`look_ahead`, after this cycle's setpoint
+        went out: on the model with its springs scaled it is a Gauss–Newton search (about
+        3 ms on the dancer), not to be on the way from a sensor frame to its setpoint."""
+        self._correct = False
+        r, stepper, plan = self.retarget, self.stepper, self.plan
+        if r is None or stepper is None or plan is None or r.plan is not plan:
             return
-        lim, plan = self.limits, self.plan
+        lim = self.limits
         goal = r.correction(stepper.q_bar, stepper.qa, self._move_cycle * self.period,
                             lim.qa_min, lim.qa_max)
         if goal is None:
             return
-        assert plan is not None
         speed = plan.speed * approach_speed(lim.qa_min, lim.qa_max, lim.qa_rate)
         self.move = r.move(stepper.qa, goal, speed)
         self.goal = self._move_goal = self.move.goal
@@ -564,9 +576,13 @@ class ControlStep:
         made (the same numbers) and the time from its sensor frame to its setpoint does not
         include it. Nothing to do when no move is under way. So too the sway watch's fit of a
         window that closed this cycle (:meth:`MoveSway.conclude
-        <poise.motion.sway.MoveSway.conclude>`, once per move)."""
+        <poise.motion.sway.MoveSway.conclude>`, once per move), and sampled re-targeting's
+        correction of a window that closed (:meth:`_correction_move`): a correction move
+        made here starts at the next cycle, as one made in the cycle did."""
         if self.sway is not None:
             self.sway.conclude()
+        if self._correct:
+            self._correction_move()
         move, goal = self.move, self.goal
         if move is None or goal is None or self._move_goal is not goal:
             self._ahead = None
