@@ -5,18 +5,20 @@ live is refused with its own id. Real broker, real controller on the virtual dev
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
 import threading
 import time
+import types
 import uuid
 
 import pytest
 
-from poise.api.bus import ESTOP_CANCELLED, Command
+from poise.api.bus import ESTOP_CANCELLED, Command, Event, SampleQueue
 from poise.api.state import State
-from poise.api.topics import Topics
+from poise.api.topics import Topics, dumps, state_dict
 from poise.cli.run_cmd import EXIT_CODES, exit_code
 from poise.controller.config import load_config
 from poise.controller.realtime import RealtimeController
@@ -24,6 +26,8 @@ from poise.controller.service import Controller
 from poise.telemetry.client import Recorder, forget
 from poise.telemetry.fence import RESEND, EstopFence
 from poise.telemetry.mqtt import MqttBridge, MqttConfig
+from poise.telemetry.mqtt_client import mqtt_client
+from poise.telemetry.mqtt_publish import BridgeStats, Outbox, TelemetryPublisher
 from poise.telemetry.reader import read_log
 from test_mqtt import (  # noqa: F401 - the broker fixtures
     MOSQUITTO,
@@ -211,6 +215,57 @@ def test_an_estop_voids_every_command_published_before_it_wherever_it_waits(
     finally:
         bridge.stop()
         ctl.close()
+
+
+def test_a_backlog_of_states_already_left_never_replaces_the_retained_estop(broker_url):  # noqa: F811
+    """The e-stop's own connection publishes ``$state`` ``estop`` retained at once; the
+    bridge's stalled connection then publishes its backlog of transitions (``ready``,
+    ``running``: entered before the e-stop, already left). Those are news for whoever
+    listens, but not retained: a dashboard that connects meanwhile finds ``estop``, not
+    ``ready`` (the end-to-end test above once found ``ready`` on a busy machine)."""
+    mc = MqttConfig.from_settings(_config().mqtt, url=broker_url,
+                                  robot_id="fence-" + uuid.uuid4().hex[:8])
+    topics = Topics(mc.robot_id)
+    handler = types.SimpleNamespace(state="estop")
+    publisher = TelemetryPublisher(handler, None, SampleQueue(), mc, topics, BridgeStats(),
+                                   Outbox())
+    backlog = [Event(1.0, "state", {"from": "inactive", "to": "ready", "cause": "connected"}),
+               Event(2.0, "state", {"from": "ready", "to": "running", "cause": "test"})]
+
+    def retained_state() -> dict:
+        with Recorder(mc) as late:
+            seen = late.wait_for(lambda m: m.name == "$state", WAIT)
+            assert seen is not None and seen.retain
+            return seen.json()
+
+    async def publish(*events: Event) -> None:
+        async with mqtt_client(mc) as client:
+            for event in events:
+                await publisher._publish_transition(client, event)
+
+    try:
+        with Recorder(mc) as live:
+            asyncio.run(_publish_retained(mc, topics.state, dumps(state_dict(
+                "estop", "operator", t=time.time()))))  # as the e-stop's connection does
+            assert retained_state()["state"] == "estop"
+            asyncio.run(publish(*backlog))
+            assert live.wait_for(lambda m: m.name == "$state" and
+                                 m.json()["state"] == "running", WAIT) is not None
+            heard = [m.json()["state"] for m in live.named("$state")]
+            assert heard[-2:] == ["ready", "running"], heard  # every state entered is heard
+            assert retained_state()["state"] == "estop"
+            # the state it is in is retained, as before
+            handler.state = "ready"
+            asyncio.run(publish(Event(3.0, "state", {"from": "estop", "to": "ready",
+                                                     "cause": "clear"})))
+            assert retained_state()["state"] == "ready"
+    finally:
+        forget(mc)
+
+
+async def _publish_retained(mc: MqttConfig, topic: str, payload: bytes) -> None:
+    async with mqtt_client(mc) as client:
+        await client.publish(topic, payload, qos=1, retain=True, timeout=5)
 
 
 def test_a_retained_command_published_live_is_refused_with_its_own_id(

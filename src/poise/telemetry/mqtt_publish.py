@@ -303,12 +303,18 @@ class TelemetryPublisher:
     async def _publish_transition(self, client: aiomqtt.Client, event: Event) -> None:
         """``$state`` for one state change, so that every state entered is seen, however
         briefly it lasted (an ``estop`` cleared between two ticks); the current state
-        follows in :meth:`publish_status` if it differs."""
+        follows in :meth:`publish_status` if it differs.
+
+        Retained only if it is still the handler's state: a state already left is news for
+        those listening, not what a dashboard that connects later must find. (The e-stop's
+        own connection publishes ``estop`` retained at once; a backlog of older transitions
+        published after it, retained, told a dashboard connecting meanwhile ``ready``.)"""
         state = str(event.data.get("to", ""))
         key = f"{state}/"
         if state and key != self._last_state:
+            current = state == state_name(self.handler.state)
             await client.publish(self.topics.state, dumps(self.state_payload(
-                state, self._state_reason)), qos=1, retain=True, timeout=5)
+                state, self._state_reason)), qos=1, retain=current, timeout=5)
             self._last_state = key
 
 
