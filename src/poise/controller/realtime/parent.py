@@ -360,12 +360,14 @@ class RealtimeController(ChildMirror):
             self._calls.fail_all(self._died(self._child.proc.exitcode))
 
     def _abandon(self, error: Exception) -> None:
-        """A failed start-up: kill the child (before its hello it has opened no device),
-        close this object, raise ``error``."""
-        proc = self._child.proc
-        if proc.is_alive():
-            proc.kill()
-            proc.join(5)
+        """A failed start-up: end the child, close this object, raise ``error``.
+
+        SIGTERM first (:meth:`ChildProcess.kill`): before its hello the child has opened no
+        device, but it may have launched the virtual device (:mod:`~poise.controller.
+        realtime.boot`), which its SIGTERM handler stops and waits for. A SIGKILL left that
+        device an orphan, which removed its folder only once it noticed, after ``poise run``
+        had exited (a folder left in the temporary directory, seen on a busy machine)."""
+        self._child.kill()
         self._dead = str(error) or type(error).__name__
         self.close(timeout=5.0)
         raise error
