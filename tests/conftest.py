@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
+import pathlib
 import time
+from collections.abc import Sequence
 
 import pytest
 
@@ -79,6 +82,26 @@ def crossing_step(dancer_crossing):
 
 #: Default patience of :func:`wait_until` [s]: a busy machine is 4-6 times slower.
 DEADLINE_S = 120.0
+
+
+def plant_with_springs(robot: str, factors: float | Sequence[float], folder: pathlib.Path
+                       ) -> pathlib.Path:
+    """A plant file of the built-in ``robot`` with its joint springs scaled: every one by
+    ``factors`` (a number), or the first ones by ``factors`` (a sequence; the rest as they
+    are), written into ``folder``."""
+    from poise.models.registry import builtin_path
+    from poise.sim.named import _scaled_lines
+
+    if isinstance(factors, int | float):
+        scales = itertools.repeat(float(factors))
+    else:
+        scales = itertools.chain(factors, itertools.repeat(1.0))
+    text, count = _scaled_lines(builtin_path(robot).read_text(), "stiffness",
+                                iter(lambda: next(scales), None))
+    assert count > 0, f"{robot} has no joint springs"
+    path = folder / f"{robot}_springs.toml"
+    path.write_text(text)
+    return path
 
 
 def wait_until(pred, timeout: float = DEADLINE_S, step: float = 0.02) -> bool:

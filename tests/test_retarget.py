@@ -10,10 +10,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from conftest import plant_with_springs
 from poise.api.rules import GAIN_UNCERTAINTY
 from poise.benchmarks.control import SEED, band, config_for, reachable_targets, run_case
 from poise.controller.simulate import SimulatedLoop
-from poise.models.registry import builtin_path, load_model
+from poise.models.registry import load_model
 from poise.motion import retarget, ringwatch
 from poise.motion.bounds import DEFAULT_FRACTION, ROBUST_FRACTION, assess
 from poise.motion.planner import plan_target
@@ -25,17 +26,7 @@ from poise.motion.retarget import (
     static_part,
 )
 from poise.motion.stability import IKGains, LoopLinearisation
-from poise.sim.named import _scaled_lines, write_named
-
-
-def scaled_plant(robot: str, factor: float, folder) -> str:
-    """A plant file of ``robot`` with every joint spring × ``factor``."""
-    text, count = _scaled_lines(builtin_path(robot).read_text(), "stiffness",
-                                iter(lambda: factor, None))
-    assert count > 0
-    path = folder / f"{robot}_springs_{factor:g}.toml"
-    path.write_text(text)
-    return str(path)
+from poise.sim.named import write_named
 
 
 def settle_time(loop: SimulatedLoop, target: np.ndarray, eps: float, seconds: float
@@ -210,7 +201,7 @@ def test_robust_bound_is_below_the_nominal_and_the_auto_gain_is_stable_at_spring
 def test_loop_is_stable_in_simulation_on_springs_20_percent_softer(tmp_path):
     """The automatic gain and the corrections on a plant whose springs are 20 % softer than
     the model: the target is reached and held."""
-    plant = scaled_plant("soft_arm_stiff", 0.8, tmp_path)
+    plant = str(plant_with_springs("soft_arm_stiff", 0.8, tmp_path))
     loop = SimulatedLoop(config_for("soft_arm_stiff", "fb", "alg1", plant), seed=1)
     loop.start()
     eps = band(loop.model)
