@@ -283,3 +283,33 @@ def test_a_target_planned_for_the_measured_springs_needs_no_correction(tmp_path)
         inside = (inside or loop.time) if err < eps else None
     assert inside is not None and inside - moved <= goal, (inside, moved, goal)
     assert not r.corrections and not loop.replans
+
+
+def test_the_background_step_of_an_aimed_plan_keeps_only_the_models_held_value(monkeypatch):
+    """``MotionPlanner.refine`` of a quick plan aimed for the measured springs gives it the
+    one reference row its feedback uses, the model's held value at its goal, without
+    simulating the model (the model's transient to the aim is not the plant's); a plan not
+    aimed still gets the model's predicted response to its move."""
+    from dataclasses import replace
+
+    from poise.motion import reference
+
+    loop = SimulatedLoop(config_for("dancer", "fb", "alg1"), seed=SEED)
+    loop.start()
+    loop.cycle()
+    target = reachable_targets(loop.model, loop.limits.qa_min, loop.limits.qa_max, 1, SEED)[0]
+    q_bar = loop.step.stepper.q_bar
+    state = replace(loop.step.motion_state(loop.params, loop.measured()), move_from=q_bar)
+    predictions = []
+    predict = reference.predicted_response
+    monkeypatch.setattr(reference, "predicted_response",
+                        lambda *a, **k: predictions.append(k) or predict(*a, **k))
+    aimed = loop.planner.quick_plan(target, replace(state, spring_scale=0.1))
+    assert aimed is not None and np.array_equal(aimed.serves, target)
+    move = loop.planner.refine(aimed, state)
+    assert predictions == [] and move.plan.reference.shape == (1, loop.model.task_dim)
+    assert np.array_equal(move.plan.reference[0], aimed.target)
+    plain = loop.planner.quick_plan(target, state)
+    assert plain is not None and plain.serves is None
+    move = loop.planner.refine(plain, state)
+    assert len(predictions) == 1 and len(move.plan.reference) > 1

@@ -193,7 +193,8 @@ class MotionPlanner:
         with_plan`: the stability bound there, automatic gains from it) and, in ``fb`` with
         ``follow_model``, the model's predicted response to the plan's own move from
         ``state.move_from`` (:func:`~poise.motion.reference.with_reference`; none before
-        the safety limits are known).
+        the safety limits are known; for a plan aimed for the plant's springs, only its
+        end, with no simulation).
 
         No move is chosen on the model here (:func:`~poise.motion.reference.choose_move`):
         once the quick plan's move has begun, a differently timed move could not start from

@@ -446,11 +446,18 @@ def with_reference(plan: TargetPlan, q_bar: FloatArray | None, params: LiveParam
                    stepper_factory: Callable[[str, MechanicalModel], Stepper]) -> TargetPlan:
     """``plan`` carrying the reference feedback follows after its move: in ``fb`` with
     ``follow_model``, the :func:`predicted_response` from ``q_bar`` (where the move starts)
-    with ``params`` (the parameters at the new target); else ``plan`` itself."""
+    with ``params`` (the parameters at the new target); else ``plan`` itself.
+
+    A plan aimed for the plant's springs (``serves`` set, :func:`~poise.motion.planner.
+    for_springs`) gets the one row its feedback uses, the model's held value at its goal
+    (its ``target``), without simulating the model: the plant does not follow the model's
+    transient to the aim (:func:`poise.motion.motion_planner._static_reference`)."""
     o = MotionOptions.of(options)
     if (params.mode != "fb" or not o.follow_model or q_bar is None
             or not wants_reference(model, plan)):
         return plan
+    if plan.serves is not None:
+        return replace(plan, reference=np.array(plan.target, dtype=float)[None, :])
     rows = predicted_response(model, plan, q_bar, params, tolerance=o.tolerance,
                               period=o.period, limits=limits,
                               effort_feedforward=o.effort_feedforward, shaper=o.shaper,
