@@ -50,6 +50,11 @@ def _info(ctl, code: str) -> list[dict]:
     return [e.data for e in ctl.history() if e.kind == "info" and e.data.get("code") == code]
 
 
+def _cycles(ctl) -> int:
+    """The control cycles the service has run so far."""
+    return int(ctl.summary()["timing"]["cycles"])
+
+
 def _commands(ctl) -> list[dict]:
     """The answers to the re-planner's commands so far."""
     return [e.data for e in ctl.history() if e.kind == "command"
@@ -223,7 +228,8 @@ def test_the_plants_sway_is_announced_and_planned_with(stiffer_dancer):
         assert event["detuning"] == 0.012 and event["sway"] == 0.005 and event["ratio"] == 0.015
         assert ctl.summary()["feedback"]["sway"]["detuning"] == 0.012
         assert ctl.step.motion_state(ctl.params, None).detuning == 0.012
-        time.sleep(0.1)  # no second announcement of the same detuning
+        cycles = _cycles(ctl)  # no second announcement of the same detuning, 50 cycles on
+        _wait(lambda: _cycles(ctl) >= cycles + 50, what="50 more cycles", ctl=ctl)
         assert len(_info(ctl, "move_sway")) == 1
 
 
