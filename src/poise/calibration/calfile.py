@@ -7,8 +7,10 @@ and every other tool use it as the statics model. ``calibration`` holds:
 * ``parameters`` — one row per identified parameter: name, kind, unit, nominal, value,
   standard error, fixed (the scale);
 * ``masses`` — the body / segment masses implied by the gravity parameters, with standard errors;
-* ``scale`` — the known quantity that fixed the scale; ``total_mass`` — the weighed total mass
-  held exactly (null when none was given); ``ties`` — tied parameter kinds;
+* ``scale`` — the known quantity that fixed the scale; ``total_mass`` — the weighed total mass,
+  held exactly or with its standard deviation ``sd`` a measurement, and the identified sum of
+  the masses with its standard error (null when none was given); ``ties`` — tied parameter
+  kinds;
 * ``statistics`` — rank, condition numbers, singular values, σ̂, residuals (fit and held-out),
   equilibrium prediction errors, kinematic residuals, actuator coverage;
 * ``qa_offset`` — the actuator position offsets of the kinematic fit (``qa = A q + o``);
@@ -64,11 +66,10 @@ def calibration_document(
         "scale": {"parameter": result.fixed[0], "value": result.fixed[1],
                   "why": "known from the drawing (the equations are homogeneous)"},
         "total_mass": None if result.total_mass is None else {
-            "value": result.total_mass, "unit": "kg",
+            "value": result.total_mass, "sd": result.total_mass_sd, "unit": "kg",
             "constrained": result.total_mass_constrained,
-            "why": ("weighed: the sum of the masses held exactly in the fit"
-                    if result.total_mass_constrained else
-                    "weighed: implied by the scale alone, not a constraint")},
+            "sum": float(sum(masses)), "sum_std_error": result.mass_sum_std_error,
+            "why": _total_mass_why(result)},
         "ties": list(result.ties),
         "groups": list(result.groups),
         "qa_offset": [{"value": float(v), "std_error": float(s)}
@@ -88,6 +89,18 @@ def calibration_document(
         },
     }
     return _jsonable(doc)
+
+
+def _total_mass_why(result: Identification) -> str:
+    if result.total_mass_sd is not None:
+        return (f"weighed total mass {result.total_mass:g} ± {result.total_mass_sd:g} kg: "
+                "one measurement of the sum of the masses in the fit"
+                if result.total_mass_constrained else
+                f"weighed total mass {result.total_mass:g} ± {result.total_mass_sd:g} kg: "
+                "implied by the scale alone within its precision, not in the fit")
+    return ("weighed: the sum of the masses held exactly in the fit"
+            if result.total_mass_constrained else
+            "weighed: implied by the scale alone, not a constraint")
 
 
 def write_calibration(path: str | pathlib.Path, document: dict[str, Any]) -> pathlib.Path:

@@ -135,11 +135,15 @@ def verdict(model: Any, ok: bool, rank: int, n_free: int, cond: float, undetermi
             advice: list[str], problems: list[str], fix_name: str, fix_value: float,
             fix_unit: str, groups: list[Group], validated: bool = True,
             validation: str = "", *, total_mass: float | None = None,
-            total_mass_constrained: bool = False) -> str:
+            total_mass_constrained: bool = False, total_mass_sd: float | None = None) -> str:
     """The verdict for people: identified (and validated or not), or why not and what to
     change (:attr:`~poise.calibration.identify.Identification.message`)."""
     scale = f"scale fixed by {fix_name} = {fix_value:g} {fix_unit}"
-    if total_mass is not None:
+    if total_mass is not None and total_mass_sd is not None:
+        scale += (f"; weighed total mass {total_mass:g} ± {total_mass_sd:g} kg"
+                  + ("" if total_mass_constrained else
+                     " (implied by the scale alone within its precision, adds nothing)"))
+    elif total_mass is not None:
         scale += (f"; total mass {total_mass:g} kg (weighed, held exactly)"
                   if total_mass_constrained else
                   f"; total mass {total_mass:g} kg (weighed; implied by the scale alone, "

@@ -3,8 +3,10 @@
 The stacked equations ``Y π = 0`` are homogeneous: one parameter ``π_f`` is fixed to a known
 value (:func:`parse_fix`). A weighed total mass is a second known quantity, the linear equality
 ``cᵀ π = M`` with ``cᵀ π = Σ masses_of(π)`` (:func:`total_mass_row`,
-:func:`total_mass_constraint`). Parameters of one kind may be *tied* into one group estimated as
-one (:func:`parameter_groups`), ``π = T θ`` with the group matrix ``T`` (:func:`group_matrix`).
+:func:`total_mass_constraint`), held exactly or, given the scale's standard deviation ``σ_M``
+(:func:`check_total_mass_sd`), a measurement of ``cᵀ π``. Parameters of one kind may be *tied*
+into one group estimated as one (:func:`parameter_groups`), ``π = T θ`` with the group matrix
+``T`` (:func:`group_matrix`).
 """
 
 from __future__ import annotations
@@ -61,13 +63,7 @@ def check_total_mass(model: Any, total_mass: float | None, *,
     if total_mass is None:
         return None
     label = label or f"total_mass = {total_mass!r}"
-    try:
-        value = float(total_mass)
-    except (TypeError, ValueError):
-        raise CalibrationError(f"{label}: the weighed total mass must be a number [kg]"
-                               ) from None
-    if not math.isfinite(value) or value <= 0.0:
-        raise CalibrationError(f"{label}: the weighed total mass must be finite and > 0 [kg]")
+    value = _positive_kg(total_mass, label, "the weighed total mass")
     family = getattr(model, "family", None)
     if family not in MASS_FAMILIES:
         raise CalibrationError(
@@ -75,6 +71,44 @@ def check_total_mass(model: Any, total_mass: float | None, *,
             f"masses among its statics parameters; a total mass applies to "
             f"{' and '.join(MASS_FAMILIES)} models")
     return value
+
+
+def check_total_mass_sd(total_mass: float | None, total_mass_sd: float | None, *,
+                        label: str | None = None, needs: str = "total_mass") -> float | None:
+    """The standard deviation ``σ_M`` [kg] of the weighed total mass as a float (None: not
+    given, the total mass is held exactly). ``label`` names it in the messages (default
+    ``total_mass_sd = VALUE``; the CLI's ``--total-mass-sd VALUE``), ``needs`` the total mass
+    it belongs to (the CLI's ``--total-mass KG``).
+
+    Raises:
+        CalibrationError: given without a total mass, or not a finite number > 0.
+    """
+    if total_mass_sd is None:
+        return None
+    label = label or f"total_mass_sd = {total_mass_sd!r}"
+    value = _positive_kg(total_mass_sd, label,
+                         "the standard deviation of the weighed total mass")
+    if total_mass is None:
+        raise CalibrationError(f"{label}: a standard deviation of the weighed total mass "
+                               f"needs the weighed total mass ({needs})")
+    return value
+
+
+def _positive_kg(value: Any, label: str, what: str) -> float:
+    """``value`` as a finite float > 0 [kg]; else a :class:`CalibrationError` naming
+    ``label`` and ``what`` it is."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise CalibrationError(f"{label}: {what} must be a number [kg]") from None
+    if not math.isfinite(number) or number <= 0.0:
+        raise CalibrationError(f"{label}: {what} must be finite and > 0 [kg]")
+    return number
+
+
+#: A weighed total mass with a standard deviation ``σ_M`` that the scale alone implies agrees
+#: with the scale within this many ``σ_M`` (:func:`total_mass_constraint`).
+TOTAL_MASS_SIGMAS = 3.0
 
 
 def total_mass_row(reg: StaticsRegressor) -> FloatArray:
@@ -86,16 +120,20 @@ def total_mass_row(reg: StaticsRegressor) -> FloatArray:
 
 
 def total_mass_constraint(reg: StaticsRegressor, T: FloatArray, g_fix: int, theta_fix: float,
-                          total_mass: float) -> tuple[FloatArray, float] | None:
+                          total_mass: float, total_mass_sd: float | None = None
+                          ) -> tuple[FloatArray, float] | None:
     """The total mass as an equality on the groups other than the scale group:
     ``(d, e)`` with ``d · θ_free = e`` (d over all groups, zero at ``g_fix``).
 
     Returns None when the total mass depends on the scale group alone (e.g. ``planar_pcc``
     with the masses tied and one of them fixed): the scale then implies it, and it agrees
-    with ``total_mass`` (to 1e-9 relative), so it adds nothing.
+    with ``total_mass`` (to 1e-9 relative, or with a standard deviation ``total_mass_sd``
+    within :data:`TOTAL_MASS_SIGMAS` of it: a scale reading that agrees within its precision),
+    so it adds nothing.
 
     Raises:
-        CalibrationError: the scale group alone implies a different total mass.
+        CalibrationError: the scale group alone implies a different total mass (with a
+            standard deviation: more than :data:`TOTAL_MASS_SIGMAS` of it away).
     """
     row = total_mass_row(reg) @ T
     implied = float(row[g_fix] * theta_fix)
@@ -104,13 +142,20 @@ def total_mass_constraint(reg: StaticsRegressor, T: FloatArray, g_fix: int, thet
     d[g_fix] = 0.0
     if np.max(np.abs(d)) > 1e-12 * np.max(np.abs(row)):
         return d, e
-    if abs(e) <= 1e-9 * total_mass:
+    tol = 1e-9 * total_mass
+    if total_mass_sd is not None:
+        tol = max(tol, TOTAL_MASS_SIGMAS * total_mass_sd)
+    if abs(e) <= tol:
         return None
     fixed = next(reg.names[k] for k in np.nonzero(T[:, g_fix])[0])
+    weighed = (f"{total_mass:g} kg" if total_mass_sd is None else
+               f"{total_mass:g} ± {total_mass_sd:g} kg")
+    apart = ("" if total_mass_sd is None else
+             f" ({abs(e) / total_mass_sd:.3g} standard deviations apart)")
     raise CalibrationError(
-        f"total_mass = {total_mass:g} kg: the total mass depends only on the scale "
-        f"({fixed} fixed), which implies {implied:.6g} kg; give one of the two, or values that "
-        "agree")
+        f"total_mass = {weighed}: the total mass depends only on the scale "
+        f"({fixed} fixed), which implies {implied:.6g} kg{apart}; give one of the two, or "
+        "values that agree")
 
 
 #: Families whose statics parameters hold the masses (:func:`check_total_mass`).
@@ -189,5 +234,6 @@ def group_matrix(reg: StaticsRegressor, groups: Sequence[Group]) -> FloatArray:
     return T
 
 
-__all__ = ["DEFAULT_TIES", "MASS_FAMILIES", "Group", "check_total_mass", "group_matrix",
-           "parameter_groups", "parse_fix", "total_mass_constraint", "total_mass_row"]
+__all__ = ["DEFAULT_TIES", "MASS_FAMILIES", "TOTAL_MASS_SIGMAS", "Group", "check_total_mass",
+           "check_total_mass_sd", "group_matrix", "parameter_groups", "parse_fix",
+           "total_mass_constraint", "total_mass_row"]

@@ -5,7 +5,9 @@ are homogeneous, so one parameter ``π_f`` is fixed to a known value (the *scale
 first tendon's moment arm on the first coordinate it crosses, as on the drawing) and the rest
 solve ``Y_r π_r = −y_f π_f`` by least squares. A weighed total mass (``total_mass``) is a second
 known quantity: ``Σ masses_of(π) = M`` holds exactly (an equality eliminated from the least
-squares, :mod:`~poise.calibration.lsq`), and the statistics are those of the constrained fit.
+squares, :mod:`~poise.calibration.lsq`), and the statistics are those of the constrained fit;
+with the scale's standard deviation (``total_mass_sd``, ``σ_M``) it is instead one measurement
+row ``M ± σ_M`` of the sum, and the statistics are those of the augmented fit.
 
 Columns are scaled by each parameter's typical magnitude before the SVD, so the rank, the
 condition number and the null-space directions compare *relative* changes of parameters with
@@ -50,10 +52,12 @@ from poise.calibration.grouping import (
     DEFAULT_TIES,
     Group,
     check_total_mass,
+    check_total_mass_sd,
     group_matrix,
     parameter_groups,
     parse_fix,
     total_mass_constraint,
+    total_mass_row,
 )
 from poise.calibration.holdout import (
     MIN_POSES_HOLDOUT,
@@ -115,7 +119,8 @@ class Identification:
         pi: the parameter vector (p,) — the least-squares solution (minimum-norm if refused).
         fixed: ``(name, value)`` of the scale parameter.
         rank: numerical rank of the scaled regressor of the free parameters.
-        n_free: number of free parameters (one less with a total mass held exactly).
+        n_free: number of free parameters (one less with a total mass held exactly; a
+            total mass with a standard deviation is a measurement and removes none).
         cond: condition number of the column-scaled regressor (relative parameters).
         cond_raw: condition number of the unscaled regressor (SI units; for reference).
         singular_values: of the scaled regressor, descending.
@@ -144,8 +149,13 @@ class Identification:
         prior, prior_held: the prior's relative standard deviation and the parameters it
             holds near nominal (None and empty when the data determined every parameter).
         total_mass: the weighed total mass [kg] given (None: not given);
-            ``Σ masses_of(pi) = total_mass`` exactly. total_mass_constrained: it entered the
-            fit as a constraint (False when the scale alone implies it: it then adds nothing).
+            ``Σ masses_of(pi) = total_mass`` exactly, or within the data's and the scale's
+            precision with ``total_mass_sd``. total_mass_constrained: it entered the fit, as
+            a constraint or a measurement (False when the scale alone implies it: it then
+            adds nothing).
+        total_mass_sd: the weighed total mass's standard deviation ``σ_M`` [kg] given (None:
+            held exactly). mass_sum_std_error: the standard error of the identified
+            ``Σ masses_of(pi)`` [kg] (≈ 0 when held exactly, ≲ ``σ_M`` when measured).
     """
 
     identifiable: bool
@@ -187,6 +197,8 @@ class Identification:
     prior_held: tuple[str, ...] = ()
     total_mass: float | None = None
     total_mass_constrained: bool = False
+    total_mass_sd: float | None = None
+    mass_sum_std_error: float = math.nan
 
     def value(self, name: str) -> float:
         """Identified value of a parameter by name."""
@@ -217,6 +229,8 @@ class Identification:
             "prior": self.prior, "prior_held": list(self.prior_held),
             "total_mass": self.total_mass,
             "total_mass_constrained": self.total_mass_constrained,
+            "total_mass_sd": self.total_mass_sd,
+            "mass_sum_std_error": _num(self.mass_sum_std_error),
             "units": {"residual": "N*m", "equilibrium": "rad"},
         }
 
@@ -246,6 +260,7 @@ def identify(
     predict: bool = True,
     prior: float | None = None,
     total_mass: float | None = None,
+    total_mass_sd: float | None = None,
 ) -> Identification:
     """Identify the statics parameters of ``model`` from settled ``poses``.
 
@@ -278,17 +293,24 @@ def identify(
             implies the total mass (``planar_pcc`` with the masses tied and one fixed), it
             adds nothing if they agree (``total_mass_constrained`` False) and is refused if
             they do not. None: not known.
+        total_mass_sd: the standard deviation ``σ_M`` of the weighed total mass [kg] (the
+            scale's precision): the fit then does not hold the total exactly but takes it as
+            one measurement ``Σ masses_of(π) = total_mass ± σ_M``, weighted against the data
+            (:func:`~poise.calibration.lsq.fit_statics`); where the scale alone implies the
+            total mass, values within :data:`~poise.calibration.grouping.TOTAL_MASS_SIGMAS`
+            ``σ_M`` of it agree. None: held exactly.
 
     Raises:
-        CalibrationError: no usable poses, bad ``fix``, ``tie`` or ``total_mass``, a total
-            mass the scale contradicts, unsupported model family.
+        CalibrationError: no usable poses, bad ``fix``, ``tie``, ``total_mass`` or
+            ``total_mass_sd``, a total mass the scale contradicts, unsupported model family.
 
     One pipeline over the stage modules (group → hold out → fit → diagnose → calibrated model
     → equilibria → result); kept in one function so the order of the stages reads in one place.
     """
     total_mass = check_total_mass(model, total_mass)
+    total_mass_sd = check_total_mass_sd(total_mass, total_mass_sd)
     reg, k_fix, v_fix, ties, groups, T, g_fix, constrained = _known_quantities(
-        model, fix, tie, prior, total_mass)
+        model, fix, tie, prior, total_mass, total_mass_sd)
     pose_list = [p for p in poses if use_unsettled or p.settled]
     if not pose_list:
         raise CalibrationError("no settled poses to fit (every pose timed out?)")
@@ -299,7 +321,7 @@ def identify(
     Y_all = np.stack([reg.rows(q, t) for q, t in zip(qs, taus, strict=True)])  # (N, n, p)
     fit = fit_statics(reg, model, Y_all[fit_idx], qs[fit_idx], qa[fit_idx], groups, T, g_fix,
                       v_fix / T[k_fix, g_fix], kinematics=kinematics, rcond=rcond,
-                      total_mass=total_mass)
+                      total_mass=total_mass, total_mass_sd=total_mass_sd)
     diag = diagnose(reg, model, fit, pose_list, groups, groups[g_fix].name, ties,
                     max_rel_se=max_rel_se, min_coverage=min_coverage)
     held: tuple[str, ...] = ()
@@ -308,7 +330,7 @@ def identify(
         held = tuple(diag.undetermined)
         fit = fit_statics(reg, model, Y_all[fit_idx], qs[fit_idx], qa[fit_idx], groups, T,
                           g_fix, v_fix / T[k_fix, g_fix], kinematics=kinematics, rcond=rcond,
-                          prior=prior, total_mass=total_mass)
+                          prior=prior, total_mass=total_mass, total_mass_sd=total_mass_sd)
         # the prior determines the weak directions: nothing is left undetermined
         diag = Diagnosis(True, [], [], diag.coverage)
     pi = _no_spring_within_noise(reg, fit.pi, fit.std_error)
@@ -327,7 +349,8 @@ def identify(
         message=verdict(model, identifiable, fit.rank, fit.n_free, fit.cond, diag.undetermined,
                         diag.advice, problems, reg.names[k_fix], v_fix,
                         reg.params[k_fix].unit, groups, validated, validation,
-                        total_mass=total_mass, total_mass_constrained=constrained)
+                        total_mass=total_mass, total_mass_constrained=constrained,
+                        total_mass_sd=total_mass_sd)
         + (f"; held near their nominal values by the prior (±{prior:.0%}), the data do not "
            f"determine them: {', '.join(held)}" if held else ""),
         parameters=tuple(
@@ -348,6 +371,7 @@ def identify(
         qa_offset_std_error=fit.offset_std_error, weights=fit.weights, validated=validated,
         validation=validation, prior=prior if held else None, prior_held=held,
         total_mass=total_mass, total_mass_constrained=constrained,
+        total_mass_sd=total_mass_sd, mass_sum_std_error=_mass_sum_std_error(reg, fit.covariance),
         static_residuals=static_residuals(model, reg.coordinate_names, residuals, pi[: reg.n],
                                           pose_list,
                                           sprung=[p.nominal > 0 for p in reg.params[: reg.n]]),
@@ -359,24 +383,26 @@ def identify(
 
 def check_options(model: Any, *, fix: str | tuple[str, float] | None = None,
                   tie: Sequence[str] | None = None, prior: float | None = None,
-                  total_mass: float | None = None) -> None:
+                  total_mass: float | None = None,
+                  total_mass_sd: float | None = None) -> None:
     """Check the known quantities and ties of :func:`identify` before any pose is measured
     (the same checks, without data).
 
     Raises:
         CalibrationError: what :func:`identify` would refuse them for.
     """
-    _known_quantities(model, fix, tie, prior, total_mass)
+    _known_quantities(model, fix, tie, prior, total_mass, total_mass_sd)
 
 
 def _known_quantities(model: Any, fix: str | tuple[str, float] | None,
                       tie: Sequence[str] | None, prior: float | None,
-                      total_mass: float | None) -> tuple[
+                      total_mass: float | None, total_mass_sd: float | None = None) -> tuple[
         StaticsRegressor, int, float, tuple[str, ...], list[Group], FloatArray, int, bool]:
     """``(regressor, k_fix, v_fix, ties, groups, T, g_fix, total mass constrained)``, checked."""
     if prior is not None and not 0.0 < prior < math.inf:
         raise CalibrationError(f"prior = {prior}: a relative standard deviation > 0 (e.g. 0.2)")
     total_mass = check_total_mass(model, total_mass)
+    total_mass_sd = check_total_mass_sd(total_mass, total_mass_sd)
     reg = statics_regressor(model)
     k_fix, v_fix = parse_fix(reg, fix)
     # a prior resolves what a default tie would, without assuming equal segments
@@ -386,7 +412,7 @@ def _known_quantities(model: Any, fix: str | tuple[str, float] | None,
     T = group_matrix(reg, groups)
     g_fix = next(g for g, grp in enumerate(groups) if k_fix in grp.members)
     constrained = total_mass is not None and total_mass_constraint(
-        reg, T, g_fix, v_fix / T[k_fix, g_fix], total_mass) is not None
+        reg, T, g_fix, v_fix / T[k_fix, g_fix], total_mass, total_mass_sd) is not None
     return reg, k_fix, v_fix, ties, groups, T, g_fix, constrained
 
 
@@ -421,6 +447,12 @@ def _mass_std_error(reg: StaticsRegressor, cov: FloatArray) -> FloatArray:
     g_idx = [reg._g0 + i for i in range(reg.n)]
     M = reg.mass_map()
     return np.sqrt(np.maximum(np.diag(M @ cov[np.ix_(g_idx, g_idx)] @ M.T), 0.0))
+
+
+def _mass_sum_std_error(reg: StaticsRegressor, cov: FloatArray) -> float:
+    """Standard error of the identified ``Σ masses_of(π)`` [kg]: ``√(cᵀ cov c)``."""
+    c = total_mass_row(reg)
+    return math.sqrt(max(float(c @ cov @ c), 0.0))
 
 
 def _rms(x: FloatArray) -> float:

@@ -16,6 +16,21 @@ constraint and ``N`` an orthonormal basis of its null space, and the least squar
 those of the reduced system ``A N``, the degrees of freedom count one unknown less, and the
 covariance ``N cov(z) Nᵀ`` has zero variance along the constraint (the total mass).
 
+A weighed total mass with a standard deviation ``σ_M`` (``total_mass_sd``) is no elimination
+but one Gaussian measurement row ``(dᵀ x − e) / σ_M`` appended to the weighted system, like the
+prior's rows: every unknown stays free (``n_free`` counts them all), and rank, singular values
+and covariance are those of the augmented system, so the sum of the masses gets the variance of
+the data and the scale combined (at most about ``σ_M²``). Units: the row must weigh like a
+weighted statics row. With kinematics the blocks are weighted by ``1/σ̂`` of their own fits,
+so a weighted row has standard deviation 1 and the row is ``(dᵀ x − e) / σ_M``; without
+kinematics the statics rows carry weight 1 and standard deviation ``σ̂_s`` [N·m] (their own
+fit's), so the row is ``(dᵀ x − e) · σ̂_s / σ_M``: one ``σ_M`` off the scale costs as much as
+one ``σ̂_s`` off a statics equation. Either way the identified sum is the data's sum and the
+weighed value combined by their inverse variances (exactly so without kinematics or a prior),
+and the covariance is ``σ̂² (AᵀA)⁻¹`` of the augmented rows as for the data alone. The rank
+threshold stays ``rcond`` times the data rows' largest singular value: a scale far more precise
+than the data (``σ_M → 0``) tends to the exact constraint, not to a rank-deficient fit.
+
 Statistics: ``σ̂² = ‖r‖² / (rows − p)``, ``cov = σ̂² V Σ⁻² Vᵀ`` in the scaled coordinates.
 """
 
@@ -41,20 +56,24 @@ class StaticsFit:
         theta: group values (g,), the fixed one included.
         pi: parameter vector ``T θ`` (p,).
         offsets: actuator kinematics offsets ``o`` (m,) (empty without kinematics).
-        n_free: solved unknowns (free groups + offsets), less one with a total mass (the
-            degrees of freedom the data must determine).
+        n_free: solved unknowns (free groups + offsets), less one with a total mass held
+            exactly (the degrees of freedom the data must determine; a total mass with a
+            standard deviation is a measurement and removes none).
         singular_values: of the scaled system, descending (zeros for unseen directions).
         directions: ``Vᵀ`` of the scaled system, one direction per row.
         column_names: the unknowns' names in the order of ``directions``' columns.
-        rank: numerical rank (``σ_i > rcond · σ_max``).
+        rank: numerical rank (``σ_i > rcond · σ_max``; ``σ_max`` of the rows without a
+            weighed total mass's row, which however precise leaves the data's rank alone).
         cond, cond_raw: condition number of the scaled system / of the unscaled statics rows.
         sigma: residual standard deviation ``σ̂`` of the weighted system.
         residual_rms: RMS statics residual on the fit rows [N·m].
         covariance: of the parameters (p, p), zero for the fixed group [SI].
         std_error: of the parameters (p,); offset_std_error: of the offsets (m,).
         weights: ``(w_s, w_k)`` of the statics and kinematics blocks.
-        total_mass: the total mass held exactly [kg] (None: not given, or implied by the
-            scale alone and so not a constraint).
+        total_mass: the total mass in the fit [kg], held exactly or measured (None: not
+            given, or implied by the scale alone and so not in the fit).
+        total_mass_sd: its standard deviation [kg] when it entered as a measurement row
+            (None: held exactly, or not in the fit).
     """
 
     theta: FloatArray
@@ -74,11 +93,14 @@ class StaticsFit:
     offset_std_error: FloatArray
     weights: tuple[float, float]
     total_mass: float | None = None
+    total_mass_sd: float | None = None
 
 
 @dataclass(frozen=True)
 class _System:
-    """The weighted system ``A_w x ≈ b_w`` with column scales ``s``, and its statics block."""
+    """The weighted system ``A_w x ≈ b_w`` with column scales ``s``, and its statics block.
+    ``row_sd``: the standard deviation of one weighted statics row, ``w_s σ̂_s`` (1 with the
+    blocks weighted by ``1/σ̂``, ``σ̂_s`` [N·m] with the statics rows alone)."""
 
     A_w: FloatArray
     b_w: FloatArray
@@ -86,12 +108,14 @@ class _System:
     Y_r: FloatArray
     b_s: FloatArray
     weights: tuple[float, float]
+    row_sd: float = 1.0
 
 
 def fit_statics(reg: StaticsRegressor, model: Any, Y_fit: FloatArray, q_fit: FloatArray,
                 qa_fit: FloatArray, groups: Sequence[Group], T: FloatArray, g_fix: int,
                 theta_fix: float, *, kinematics: bool, rcond: float,
-                prior: float | None = None, total_mass: float | None = None) -> StaticsFit:
+                prior: float | None = None, total_mass: float | None = None,
+                total_mass_sd: float | None = None) -> StaticsFit:
     """Solve for the free groups (and offsets) from the fit poses.
 
     Args:
@@ -105,6 +129,10 @@ def fit_statics(reg: StaticsRegressor, model: Any, Y_fit: FloatArray, q_fit: Flo
             the nominal model instead of wandering off. None: no prior.
         total_mass: the weighed total mass [kg], held exactly (``Σ masses_of(π) = total_mass``,
             eliminated; see the module's notes). None: not known.
+        total_mass_sd: its standard deviation ``σ_M`` [kg]: the total mass is then one
+            measurement row ``(Σ masses_of(π) − total_mass) / σ_M`` in the units of the
+            weighted statics rows (see the module's notes) instead of an equality. None:
+            held exactly.
 
     Raises:
         CalibrationError: the scale alone implies a different total mass
@@ -116,14 +144,20 @@ def fit_statics(reg: StaticsRegressor, model: Any, Y_fit: FloatArray, q_fit: Flo
     if prior is not None:
         system = _with_prior(system, reg, groups, free, prior)
     constraint = None
+    measured = False
     if total_mass is not None:
-        tm = total_mass_constraint(reg, T, g_fix, theta_fix, total_mass)
+        tm = total_mass_constraint(reg, T, g_fix, theta_fix, total_mass, total_mass_sd)
         if tm is not None:
             d_groups, e = tm
             d = np.zeros(system.A_w.shape[1])
             d[: len(free)] = d_groups[free]
-            constraint = (d, e)
-    x, sv, Vt, rank, cond, cov_x, sigma = _scaled_lstsq(system, rcond, constraint)
+            if total_mass_sd is None:
+                constraint = (d, e)
+            else:
+                system = _with_total_mass(system, d, e, total_mass_sd)
+                measured = True
+    x, sv, Vt, rank, cond, cov_x, sigma = _scaled_lstsq(system, rcond, constraint,
+                                                        measured_rows=int(measured))
     Y_raw = system.Y_r
     if constraint is not None:  # the statics rows on the constraint's null space
         Y_raw = Y_raw @ _null_basis(constraint[0][: len(free)])
@@ -145,7 +179,9 @@ def fit_statics(reg: StaticsRegressor, model: Any, Y_fit: FloatArray, q_fit: Flo
         residual_rms=float(np.sqrt(np.mean(r**2))) if r.size else math.nan,
         covariance=cov, std_error=np.sqrt(np.maximum(np.diag(cov), 0.0)),
         offset_std_error=np.sqrt(np.maximum(np.diag(cov_x)[len(free):], 0.0)),
-        weights=system.weights, total_mass=total_mass if constraint is not None else None)
+        weights=system.weights,
+        total_mass=total_mass if constraint is not None or measured else None,
+        total_mass_sd=total_mass_sd if measured else None)
 
 
 def _with_prior(system: _System, reg: StaticsRegressor, groups: Sequence[Group],
@@ -160,7 +196,17 @@ def _with_prior(system: _System, reg: StaticsRegressor, groups: Sequence[Group],
         rows[r, r] = 1.0 / sd
         rhs[r] = nominal / sd
     return _System(np.vstack([system.A_w, rows]), np.concatenate([system.b_w, rhs]),
-                   system.scales, system.Y_r, system.b_s, system.weights)
+                   system.scales, system.Y_r, system.b_s, system.weights, system.row_sd)
+
+
+def _with_total_mass(system: _System, d: FloatArray, e: float, sd: float) -> _System:
+    """``system`` with the weighed total mass ``dᵀ x = e ± sd`` as one measurement row,
+    ``(dᵀ x − e) · row_sd / sd``: in the units of the weighted statics rows (see the module's
+    notes)."""
+    w = system.row_sd / sd
+    return _System(np.vstack([system.A_w, w * np.asarray(d, dtype=float)[None, :]]),
+                   np.append(system.b_w, w * e), system.scales, system.Y_r, system.b_s,
+                   system.weights, system.row_sd)
 
 
 def _stacked_system(reg: StaticsRegressor, model: Any, Y_fit: FloatArray, q_fit: FloatArray,
@@ -172,8 +218,8 @@ def _stacked_system(reg: StaticsRegressor, model: Any, Y_fit: FloatArray, q_fit:
     Yr = Yt[:, free]
     b_s = -Yt[:, g_fix] * theta_fix
     s = np.array([reg.scales[groups[g].members[0]] for g in free])
-    if not kinematics:
-        return _System(Yr, b_s, s, Yr, b_s, (1.0, 0.0))
+    if not kinematics:  # weight 1: a row's standard deviation is the block's own σ̂ [N·m]
+        return _System(Yr, b_s, s, Yr, b_s, (1.0, 0.0), _block_sigma(Yr * s, b_s))
     # qa_j = Σ_i A_ji q_i + o_j: moment-arm columns get q_i, the offset column 1
     n_pose = len(q_fit)
     K = np.zeros((n_pose, reg.m, reg.p))
@@ -193,12 +239,17 @@ def _stacked_system(reg: StaticsRegressor, model: Any, Y_fit: FloatArray, q_fit:
 
 
 def _scaled_lstsq(system: _System, rcond: float,
-                  constraint: tuple[FloatArray, float] | None = None) -> tuple[
+                  constraint: tuple[FloatArray, float] | None = None, *,
+                  measured_rows: int = 0) -> tuple[
         FloatArray, FloatArray, FloatArray, int, float, FloatArray, float]:
     """``(x, σ, Vᵀ, rank, cond, cov(x), σ̂)``: least squares in the scaled coordinates on the
     numerical range (minimum norm if rank deficient). ``constraint`` ``(d, e)``: ``dᵀ x = e``
     exactly, eliminated (``u = u₀ + N z``); ``σ``, ``rank``, ``cond`` are then those of the
-    reduced system and the rows of ``Vᵀ`` its directions in the scaled unknowns ``u``."""
+    reduced system and the rows of ``Vᵀ`` its directions in the scaled unknowns ``u``.
+    ``measured_rows``: the last rows are a weighed total mass's; the rank threshold is
+    ``rcond`` times the largest singular value of the other rows (a very precise scale makes
+    its own direction's singular value huge, and must not push the data's below the
+    threshold: the exact constraint's rank is the limit)."""
     A_w, b_w, s_all = system.A_w, system.b_w, system.scales
     Ys = A_w * s_all
     n_x = Ys.shape[1]
@@ -216,7 +267,11 @@ def _scaled_lstsq(system: _System, rcond: float,
     sv = np.zeros(Ys.shape[1])
     sv[: sv_r.size] = sv_r
     smax = float(sv[0]) if sv.size else 0.0
-    rank = int(np.sum(sv > rcond * smax)) if smax > 0 else 0
+    ref = smax
+    if measured_rows:
+        rest = Ys[: Ys.shape[0] - measured_rows]
+        ref = float(np.linalg.norm(rest, 2)) if rest.size else 0.0
+    rank = int(np.sum(sv > rcond * ref)) if ref > 0 else 0
     cond = float(smax / sv[-1]) if sv.size and sv[-1] > 0 else math.inf
     inv = np.where(np.arange(sv.size) < rank, 1.0 / np.where(sv > 0, sv, 1.0), 0.0)
     z = Vt.T @ (inv * np.concatenate([U.T @ b_w, np.zeros(sv.size - sv_r.size)]))

@@ -111,9 +111,17 @@ def _parameter_table(ax: Any, result: Identification) -> None:
         "identified" if result.validated else "fitted, NOT validated")
     ax.set_title(f"{verdict}: rank {result.rank}/{result.n_free}, cond {result.cond:.3g}, "
                  f"σ̂ {result.sigma:.3g}; scale {result.fixed[0]} = {result.fixed[1]:g}"
-                 + (f"; total mass {result.total_mass:g} kg (weighed)"
-                    if result.total_mass is not None else ""),
+                 + (_total_mass_title(result) if result.total_mass is not None else ""),
                  fontsize=9)
+
+
+def _total_mass_title(result: Identification) -> str:
+    """The weighed total mass in the table's title (a line of its own): held exactly, or
+    ``M ± σ_M`` with the standard error of the identified sum."""
+    if result.total_mass_sd is None:
+        return f"\ntotal mass {result.total_mass:g} kg (weighed)"
+    return (f"\nweighed total mass {result.total_mass:g} ± {result.total_mass_sd:g} kg "
+            f"(std. error of the sum of the masses {result.mass_sum_std_error:.2g} kg)")
 
 
 def _held(x: float) -> str:

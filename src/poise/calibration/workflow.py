@@ -98,7 +98,8 @@ class ExcitationPlan:
 @dataclass(frozen=True)
 class FitOptions:
     """Options of :func:`~poise.calibration.identify.identify` (``total_mass``: the robot's
-    weighed total mass [kg], held exactly; None: not known)."""
+    weighed total mass [kg], held exactly; None: not known. ``total_mass_sd``: its standard
+    deviation [kg], the total mass then a measurement ``M ± σ_M`` instead; None: exact)."""
 
     fix: str | None = None
     tie: Sequence[str] | None = None
@@ -106,6 +107,7 @@ class FitOptions:
     kinematics: bool = True
     prior: float | None = None
     total_mass: float | None = None
+    total_mass_sd: float | None = None
 
 
 @dataclass(frozen=True)
@@ -181,13 +183,13 @@ def calibrate(model: Any, request: CalibrationRequest, *, say: Say, warn: Say,
 
     Raises:
         WorkflowError: a stage could not go on (its ``stage`` says which); fit options that
-            the fit would refuse (``--fix``, ``--tie``, ``--total-mass``) stop it as ``input``
-            before any pose is measured.
+            the fit would refuse (``--fix``, ``--tie``, ``--total-mass``, ``--total-mass-sd``)
+            stop it as ``input`` before any pose is measured.
     """
     fit = request.fit
     try:
         check_options(model, fix=fit.fix, tie=fit.tie, prior=fit.prior,
-                      total_mass=fit.total_mass)
+                      total_mass=fit.total_mass, total_mass_sd=fit.total_mass_sd)
     except CalibrationError as exc:
         raise WorkflowError(f"{exc}" + (" (nothing was run)" if request.measures else ""),
                             "input") from None
@@ -215,7 +217,7 @@ def calibrate(model: Any, request: CalibrationRequest, *, say: Say, warn: Say,
     try:
         ident = identify(model, poses, fix=fit.fix, tie=fit.tie, holdout=fit.holdout,
                          kinematics=fit.kinematics, prior=fit.prior,
-                         total_mass=fit.total_mass)
+                         total_mass=fit.total_mass, total_mass_sd=fit.total_mass_sd)
     except CalibrationError as exc:
         raise WorkflowError(f"{exc}{kept}", "fit") from None
     if request.report:

@@ -81,6 +81,10 @@ def register(commands, groups) -> None:
     fit.add_argument("--total-mass", type=float, metavar="KG",
                      help="the robot's weighed total mass: a second known quantity, held "
                      "exactly (the sum of the identified masses; planar_tree and planar_pcc)")
+    fit.add_argument("--total-mass-sd", type=float, metavar="KG",
+                     help="the standard deviation of the weighed total mass (the scale's "
+                     "precision): the total mass is then one measurement weighed against the "
+                     "data instead of held exactly (needs --total-mass)")
     fit.add_argument("--no-kinematics", action="store_true",
                      help="do not fit the actuator kinematics qa = A q + o")
     p.set_defaults(func=run_calibrate)
@@ -118,6 +122,16 @@ def run_calibrate(args: argparse.Namespace) -> int:
 
         try:
             check_total_mass(model, args.total_mass, label=f"--total-mass {args.total_mass:g}")
+        except CalibrationError as exc:
+            return _fail(str(exc), EXIT_USAGE, args)
+    if args.total_mass_sd is not None:
+        from poise.calibration.grouping import check_total_mass_sd
+        from poise.calibration.regressor import CalibrationError
+
+        try:
+            check_total_mass_sd(args.total_mass, args.total_mass_sd,
+                                label=f"--total-mass-sd {args.total_mass_sd:g}",
+                                needs="--total-mass KG")
         except CalibrationError as exc:
             return _fail(str(exc), EXIT_USAGE, args)
     if args.from_poses is None and args.device is None:
@@ -179,7 +193,8 @@ def _request(args: argparse.Namespace):
         fit=FitOptions(fix=args.fix,
                        tie=None if args.tie is None else [t for t in args.tie if t != "none"],
                        holdout=args.holdout, kinematics=not args.no_kinematics,
-                       prior=args.prior, total_mass=args.total_mass))
+                       prior=args.prior, total_mass=args.total_mass,
+                       total_mass_sd=args.total_mass_sd))
 
 
 def _print_outcome(outcome, args: argparse.Namespace) -> int:
@@ -226,9 +241,7 @@ def _print_table(ident, args) -> None:
         masses = [float(b["mass"]) for b in d.get("bodies", d.get("segments", []))]
         print("masses [kg]: " + ", ".join(
             f"{m:.4g} ± {se:.2g}" for m, se in zip(masses, ident.mass_std_error, strict=False))
-            + f"; sum {sum(masses):.6g} (weighed total mass {ident.total_mass:g}"
-            + (", held exactly)" if ident.total_mass_constrained else
-               ", implied by the scale alone)"))
+            + f"; sum {sum(masses):.6g}" + _weighed(ident))
     s = ident.statistics()
     if ident.validated:
         print(f"residual RMS {ident.residual_rms:.3g} N·m (held out {ident.holdout_rms:.3g}); "
@@ -246,6 +259,17 @@ def _print_table(ident, args) -> None:
 
         print(describe(ident.static_residuals))
     print(f"wrote {args.out}" + (f" and {args.report}" if args.report else ""))
+
+
+def _weighed(ident) -> str:
+    """The weighed total mass after the sum of the masses: held exactly, or ``M ± σ_M``."""
+    if ident.total_mass_sd is None:
+        return (f" (weighed total mass {ident.total_mass:g}"
+                + (", held exactly)" if ident.total_mass_constrained else
+                   ", implied by the scale alone)"))
+    return (f" ± {ident.mass_sum_std_error:.2g} (weighed total mass {ident.total_mass:g} ± "
+            f"{ident.total_mass_sd:g} kg"
+            + (")" if ident.total_mass_constrained else ", implied by the scale alone)"))
 
 
 class _PoseBar:
