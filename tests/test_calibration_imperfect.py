@@ -228,3 +228,32 @@ def test_a_joint_without_a_spring_stays_without_one():
         values.append(ident.parameters[arm].value)
     assert min(values) >= 0.0
     assert 0.0 in values  # at least one fit came out below zero and was read as no spring
+
+
+def test_the_report_figure_draws_the_band(friction_report):
+    """The report's residual panel draws each coordinate's static band as dashed lines at
+    ± half its width (every residual inside them: the band is the widest residual) and
+    states the widths in its title."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from poise.calibration.report import _residual_panel
+
+    _, ident = friction_report
+    fig, ax = plt.subplots()
+    try:
+        _residual_panel(ax, ident, [], ["C0", "C1", "C2"])
+        dashed = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
+        levels = sorted(float(line.get_ydata()[0]) for line in dashed)
+        band = ident.static_residuals["band"]
+        expected = sorted(s * 0.5 * row["band_Nm"] for row in band for s in (1.0, -1.0))
+        assert levels == pytest.approx(expected)
+        residuals = np.abs(np.asarray(ident.residuals))
+        for i, row in enumerate(band):  # the widest residual touches its band
+            assert residuals[:, i].max() == pytest.approx(0.5 * row["band_Nm"], rel=1e-9)
+        title = ax.get_title()
+        assert "static band" in title and f"link1 {band[0]['band_Nm']:.2g}" in title
+    finally:
+        plt.close(fig)

@@ -75,7 +75,10 @@ def _equilibria_panel(ax: Any, result: Identification, qs: FloatArray, hold: lis
 
 def _residual_panel(ax: Any, result: Identification, hold: list[int],
                     colors: list[str]) -> None:
-    """The statics residual ``Y π`` per pose, one bar per row (grey: held-out poses)."""
+    """The statics residual ``Y π`` per pose, one bar per row (grey: held-out poses), and
+    per coordinate the static band (:func:`~poise.calibration.band.static_residuals`) as
+    dashed lines at ``± band / 2``: where the arm rested around its equilibrium, which the
+    statics cannot explain (friction, hysteresis)."""
     res = np.asarray(result.residuals)
     n = res.shape[1]
     k = np.arange(res.shape[0])
@@ -83,6 +86,12 @@ def _residual_panel(ax: Any, result: Identification, hold: list[int],
     for i in range(n):
         ax.bar(k + (i - (n - 1) / 2) * width, res[:, i], width=width,
                color=colors[i % len(colors)], label=f"row {i + 1}")
+    band = (result.static_residuals or {}).get("band", [])
+    for i, row in enumerate(band[:n]):
+        half = 0.5 * float(row["band_Nm"])
+        for sign in (1.0, -1.0):
+            ax.axhline(sign * half, color=colors[i % len(colors)], lw=0.8, ls="--",
+                       label=f"band {row['coordinate']}" if sign > 0 else None)
     for h in hold:
         ax.axvspan(h - 0.45, h + 0.45, color="0.9", zorder=0)
     ax.axhline(0, color="k", lw=0.6)
@@ -90,7 +99,10 @@ def _residual_panel(ax: Any, result: Identification, hold: list[int],
     ax.set_ylabel("statics residual Yπ [N·m]")
     held = (f"{result.holdout_rms:.2e} held out" if result.validated
             else "no held-out validation")
-    ax.set_title(f"residuals: RMS {result.residual_rms:.2e} fit, {held}", fontsize=9)
+    widths = ", ".join(f"{row['coordinate']} {float(row['band_Nm']):.2g}" for row in band[:n])
+    ax.set_title(f"residuals: RMS {result.residual_rms:.2e} fit, {held}"
+                 + (f"\nstatic band (dashed, full width) [N·m]: {widths}" if widths else ""),
+                 fontsize=9)
     ax.legend(fontsize=7, ncol=min(n, 5))
 
 
