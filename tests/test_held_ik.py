@@ -182,6 +182,49 @@ def test_redundant_projectors_satisfy_both_decay_laws():
         np.testing.assert_allclose(b.Hua @ qa_dot + b.Huu @ qu_dot, 3.0 * e_e, atol=1e-9)
 
 
+def _held_at(model, qa):
+    sol = solve_statics(model, np.asarray(qa, float), np.zeros(model.n - model.m))
+    assert sol.converged and sol.stable
+    return blocks(model, join(model, np.asarray(qa, float), sol.qu))
+
+
+def test_damping_bounds_algorithm_2s_task_step_near_a_fold_of_the_held_map():
+    """With a square ``Ja`` and ``λ > 0`` the task part of Algorithm 2 is the held Jacobian's
+    damped least squares, as Algorithm 1's ``dls``: near the soft arm's straight-arm fold
+    (σ_min 0.016) the step along the weak direction is at most ``‖ΓZ ex‖ / 2λ`` instead of
+    ``‖ΓZ ex‖ / σ_min``; the task rate is ``J J⁺_λ ΓZ ex`` and the statics law stays exact.
+    Away from the fold the rates are the undamped ones to ``(λ/σ_min)²``."""
+    model = load_model("soft_arm_stiff")
+    lam, gz, ge = 0.02, 0.3, 20.0
+    b = _held_at(model, [0.0274, -0.0105])
+    J = held_jacobian(b)
+    U, sv, _ = np.linalg.svd(J)
+    assert sv[-1] < 0.02 < 1.0 < sv[0]  # near the fold
+    weak = U[:, -1] * 1e-3  # a 1 mm error along the weak direction
+    no_statics = np.zeros(model.n - model.m)
+    undamped = algorithm2_rates(b, weak, no_statics, gz, ge)
+    damped = algorithm2_rates(b, weak, no_statics, gz, ge, damping=lam)
+    m = model.m
+    step = np.linalg.norm
+    assert step(undamped[:m]) > 0.9 * gz * 1e-3 / sv[-1]  # as 1/σ_min
+    assert step(damped[:m]) <= gz * 1e-3 / (2 * lam) * (1 + 1e-9)
+    assert step(damped[:m]) < 0.5 * step(undamped[:m])
+    task_rate = b.Ja @ damped[:m] + b.Ju @ damped[m:]
+    J_lam = J.T @ np.linalg.inv(J @ J.T + lam**2 * np.eye(len(J)))
+    np.testing.assert_allclose(task_rate, J @ J_lam @ (gz * weak), rtol=1e-9, atol=1e-15)
+    e_e = np.array([1e-3] * (model.n - model.m))  # the statics law holds exactly
+    both = algorithm2_rates(b, weak, e_e, gz, ge, damping=lam)
+    np.testing.assert_allclose(b.Hua @ both[:m] + b.Huu @ both[m:], ge * e_e, rtol=1e-9,
+                               atol=1e-12)
+    # away from the fold: the undamped rates, to (λ/σ_min)²
+    b = _held_at(model, [0.02, 0.0])
+    sv_min = np.linalg.svd(held_jacobian(b), compute_uv=False)[-1]
+    ex = np.array([1e-3, -2e-3])
+    plain_rates = algorithm2_rates(b, ex, no_statics, gz, ge)
+    damped = algorithm2_rates(b, ex, no_statics, gz, ge, damping=lam)
+    assert step(damped - plain_rates) <= 2 * (lam / sv_min) ** 2 * step(plain_rates)
+
+
 # ----------------------------------------------------------------------------- claim 6
 
 

@@ -50,6 +50,16 @@ def algorithm2_rates(
     For a redundant task (fewer task rows than actuators, the dancer) ``Ja⁻¹`` becomes the right
     pseudo-inverse ``Ja⁺`` (damped with ``damping`` near singularities); with ``Ja`` of full row
     rank the decay laws still hold exactly (derivation in ``docs/held_ik.md``).
+
+    With a square ``Ja`` and ``damping = λ > 0``, the task part ``w = PE``'s
+    ``(I − Ja⁻¹Ju Huu⁻¹Hua)⁻¹ Ja⁻¹ ΓZ ex``, which is ``J⁻¹ ΓZ ex`` with the held Jacobian
+    ``J = Ja − Ju Huu⁻¹ Hua``, is its damped least-squares solution ``Jᵀ(J Jᵀ + λ² I)⁻¹ ΓZ ex``,
+    as Algorithm 1's ``dls`` update: the task decay law then holds where ``J``'s singular
+    values are well above ``λ`` (to ``λ²/σ²``), and near a fold of the held map the step along
+    its weak direction stays bounded (``≤ ‖ΓZ ex‖ / 2λ``) instead of growing as ``1/σ_min``.
+    The statics law is untouched. (``soft_arm_stiff`` on ``mixed15``, target 17, 1.6 % from its
+    straight-arm singularity: ``σ_min`` 0.016 on the model, 0.062 on the plant, which answers
+    the weak direction with the opposite sign; undamped, feedback rang there.)
     ``form="stacked"`` solves ``[[Ja, Ju], [Hua, Huu]] (q̇a, q̇u) = (ΓZ ex, ΓE eE)`` directly
     (least-norm solution when redundant).
     """
@@ -72,7 +82,10 @@ def algorithm2_rates(
     huu_inv_hua, huu_inv_ge = huu_solved[:, :m], huu_solved[:, m]
     # PE v = [I; −Huu⁻¹Hua] w with (I − Ja⁻¹Ju Huu⁻¹Hua) w = v, v = Ja⁻¹ ΓZ ex;
     # PZ u = [−Ja⁻¹Ju; I] z with (I − Huu⁻¹Hua Ja⁻¹Ju) z = u, u = Huu⁻¹ ΓE eE.
-    w = np.linalg.solve(np.eye(m) - ja_inv_ju @ huu_inv_hua, ja_inv_gz)
+    if damping > 0.0 and b.Ja.shape[0] == m:  # w = J⁻¹ ΓZ ex, J held: damped as Alg. 1's
+        w = damped_pinv(b.Ja - b.Ju @ huu_inv_hua, damping) @ gz
+    else:
+        w = np.linalg.solve(np.eye(m) - ja_inv_ju @ huu_inv_hua, ja_inv_gz)
     z = np.linalg.solve(np.eye(n_u) - huu_inv_hua @ ja_inv_ju, huu_inv_ge)
     return np.concatenate([w - ja_inv_ju @ z, z - huu_inv_hua @ w])
 

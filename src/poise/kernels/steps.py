@@ -268,7 +268,9 @@ def alg2_rates(Ja, Ju, Hua, Huu, ex, eE, gamma_z, gamma_e, damping):  # type: ig
 
     ``PE = [I; −Huu⁻¹Hua] (I − Ja⁻¹Ju Huu⁻¹Hua)⁻¹``, ``PZ = [−Ja⁻¹Ju; I] (I − Huu⁻¹Hua Ja⁻¹Ju)⁻¹``,
     ``(q̇a, q̇u) = PE Ja⁻¹ ΓZ ex + PZ Huu⁻¹ ΓE eE``; ``Ja⁻¹`` is the (damped) right
-    pseudo-inverse when ``Ja`` is not square or ``damping > 0``. Returns ``(rates, ok)``.
+    pseudo-inverse when ``Ja`` is not square or ``damping > 0``; with a square ``Ja`` and
+    ``damping > 0`` the task part ``J⁻¹ ΓZ ex`` (``J`` the held Jacobian) is damped least
+    squares, as in the reference. Returns ``(rates, ok)``.
     """
     k, m = Ja.shape
     nu = Huu.shape[0]
@@ -289,7 +291,11 @@ def alg2_rates(Ja, Ju, Hua, Huu, ex, eE, gamma_z, gamma_e, damping):  # type: ig
     ja_inv_gz = ja_solved[:, nu].copy()
     huu_inv_hua = huu_solved[:, :m].copy()
     huu_inv_ge = huu_solved[:, m].copy()
-    w, ok = solve_vec(np.eye(m) - matmul(ja_inv_ju, huu_inv_hua), ja_inv_gz)
+    if k == m and damping > 0.0:  # the held Jacobian's damped inverse, as the reference
+        jh_inv, ok = damped_pinv(Ja - matmul(Ju, huu_inv_hua), damping)
+        w = matvec(jh_inv, gz)
+    else:
+        w, ok = solve_vec(np.eye(m) - matmul(ja_inv_ju, huu_inv_hua), ja_inv_gz)
     if not ok:
         return np.zeros(m + nu), False
     z, ok = solve_vec(np.eye(nu) - matmul(huu_inv_hua, ja_inv_ju), huu_inv_ge)
