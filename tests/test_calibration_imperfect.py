@@ -5,6 +5,7 @@ determine is held near the nominal model by a prior instead of refusing the cali
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 
@@ -25,7 +26,7 @@ from poise.calibration import (
 from poise.calibration.band import pair_spread
 from poise.calibration.poses import Pose
 from poise.calibration.settle import DECAY_RATIO, DECAYS, TIMEOUT_MIN, settle_timeout
-from poise.models import load_model
+from poise.models import load_model, model_from_dict
 from poise.motion.stability import structural_modes
 from poise.sim.named import write_named
 
@@ -257,3 +258,39 @@ def test_the_report_figure_draws_the_band(friction_report):
         assert "static band" in title and f"link1 {band[0]['band_Nm']:.2g}" in title
     finally:
         plt.close(fig)
+
+
+def _in_other_units(model, c: float):
+    """``model`` with every mass, inertia and spring × ``c``: ``G(q)`` × c at the same
+    configurations (the statics measured in other units of torque)."""
+    d = copy.deepcopy(model.describe())
+    for body in d.get("bodies", d.get("segments")):
+        for key in ("mass", "inertia", "stiffness"):
+            if key in body:
+                body[key] *= c
+    return model_from_dict(d)
+
+
+def test_a_prior_without_kinematics_pulls_alike_in_any_units_of_torque(tmp_path):
+    """Without the kinematics rows the statics rows carry their own units (N·m); the prior's
+    rows are in units of their standard deviation, so they are weighed by the statics rows'
+    own σ̂ (as the weighed total mass's row is). Then measuring the torques in other units
+    (every mass and spring, and the torque noise, × 50) changes no fitted parameter relative
+    to its nominal value; weighed as one unit of torque, the prior pulled 2,500 times harder
+    in the second fit than in the first."""
+    c = 50.0
+    truth = load_model(write_named("soft_arm_soft", "mixed15", tmp_path))
+    nominal = load_model("soft_arm_soft")
+    fits = []
+    for scale in (1.0, c):
+        poses = synthetic_poses(_in_other_units(truth, scale), excitation(nominal, levels=5),
+                                q_noise=3e-4, tau_noise=1e-4 * scale, samples=50, seed=2)
+        fit = identify(_in_other_units(nominal, scale), poses, prior=0.2, kinematics=False,
+                       predict=False)
+        assert fit.identifiable and "stiffness[seg1]" in fit.prior_held, fit.message
+        fits.append(fit)
+    for one, other in zip(*(f.parameters for f in fits), strict=True):
+        assert one.name == other.name
+        if one.nominal != 0.0:
+            assert other.value / other.nominal == pytest.approx(one.value / one.nominal,
+                                                                rel=1e-6, abs=1e-9), one.name

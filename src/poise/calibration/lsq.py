@@ -4,7 +4,8 @@ With the scale group fixed (``θ_f``), the free groups solve ``Y_r θ_r = −y_f
 ``kinematics`` the actuator kinematics rows ``qa = A q + o`` join them (offsets ``o`` as nuisance
 parameters), each block weighted by ``1/σ̂`` of its own fit. A ``prior`` adds one row per free
 group that pulls it towards its nominal value (a Gaussian prior, in units of its standard
-deviation like the weighted data rows). Columns are scaled by each
+deviation weighed like one weighted data row: see the units of the weighed total mass below,
+which its rows share). Columns are scaled by each
 parameter's typical magnitude before the SVD, so rank, condition number and null-space
 directions compare *relative* changes of parameters with different units.
 
@@ -186,15 +187,18 @@ def fit_statics(reg: StaticsRegressor, model: Any, Y_fit: FloatArray, q_fit: Flo
 
 def _with_prior(system: _System, reg: StaticsRegressor, groups: Sequence[Group],
                 free: list[int], prior: float) -> _System:
-    """``system`` with one prior row per free group (see :func:`fit_statics`)."""
+    """``system`` with one prior row per free group (see :func:`fit_statics`), ``(θ_j −
+    θ_nom,j) · row_sd / sd_j``: in the units of the weighted statics rows, as the weighed total
+    mass's row (see the module's notes), so that one ``sd_j`` off the nominal costs as much as
+    one standard deviation off a statics equation, with kinematics or without."""
     rows = np.zeros((len(free), system.A_w.shape[1]))
     rhs = np.zeros(len(free))
     for r, g in enumerate(free):
         first = groups[g].members[0]  # its ratio is 1: the group's value is its nominal
         nominal = float(reg.nominal[first])
         sd = prior * (abs(nominal) if nominal != 0.0 else float(reg.scales[first]))
-        rows[r, r] = 1.0 / sd
-        rhs[r] = nominal / sd
+        rows[r, r] = system.row_sd / sd
+        rhs[r] = nominal * system.row_sd / sd
     return _System(np.vstack([system.A_w, rows]), np.concatenate([system.b_w, rhs]),
                    system.scales, system.Y_r, system.b_s, system.weights, system.row_sd)
 
