@@ -517,7 +517,8 @@ def test_one_call_cycle_equals_the_four_kernel_calls(name, algorithm):
     """``CompiledStepper.cycle`` (one kernel: h(q), propose, guard, commit) gives exactly
     what the four kernels called one by one give, over consecutive cycles: feedback and
     feed-forward, an approach move or not, the anti-windup on or off, the device saturated
-    or not; a non-finite proposal commits nothing in either."""
+    or not, a projection of the measured error or none (then the IK steps with
+    ``x̄ − Π (x̄ − h(q))``); a non-finite proposal commits nothing in either."""
     model, packed, _ = setup(name)
     rng = np.random.default_rng(23)
     limits = _limits_for(model, rng)
@@ -532,10 +533,17 @@ def test_one_call_cycle_equals_the_four_kernel_calls(name, algorithm):
         fb, saturated = cycle % 2 == 0, cycle % 5 == 4
         move = four.qa + 0.01 if cycle % 7 == 3 else None
         windup = fb and move is None
-        x_meas, x_used, status = one.cycle(p, q, fb, move, windup, saturated, arrays, 1e-3)
+        projection = None
+        if cycle % 3 == 0:  # the projection off a random direction w: I − w wᵀ
+            w = rng.normal(size=model.task_dim)
+            projection = np.eye(model.task_dim) - np.outer(w, w) / float(w @ w)
+        x_meas, x_used, status = one.cycle(p, q, fb, move, windup, saturated, arrays, 1e-3,
+                                           projection)
         want_x = steps.fk(packed.args, q)
         want_used = want_x if fb else four.x_bar
-        proposed = four.propose(p, want_x if fb else None, 1e-3)
+        x_ik = want_x if projection is None else \
+            p.target - kla.matvec(projection, p.target - want_x)  # as the kernel sums it
+        proposed = four.propose(p, x_ik if fb else None, 1e-3)
         qa_safe, want_status = guard_kernel(four, proposed, move, q, windup, saturated, arrays,
                                             1e-3)
         four.commit(qa_safe)

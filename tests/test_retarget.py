@@ -15,7 +15,7 @@ from poise.api.rules import GAIN_UNCERTAINTY
 from poise.benchmarks.control import SEED, band, config_for, reachable_targets, run_case
 from poise.controller.simulate import SimulatedLoop
 from poise.models.registry import load_model
-from poise.motion import retarget, ringwatch
+from poise.motion import retarget, ringwatch, stability
 from poise.motion.bounds import DEFAULT_FRACTION, ROBUST_FRACTION, assess
 from poise.motion.planner import plan_target
 from poise.motion.retarget import (
@@ -276,6 +276,14 @@ def mixed15_soft_arm(tmp_path, index: int) -> tuple[SimulatedLoop, np.ndarray]:
     return loop, targets[index]
 
 
+def unprojected(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Feedback integrates the whole measured error, the disputed directions too (no
+    projection, :mod:`poise.motion.agreement`; the gains follow that loop's bound): as
+    before the projection, where target 0 of ``mixed15`` (at the soft arm's fold) is left to
+    the corrections that these tests are about."""
+    monkeypatch.setattr(stability, "agreed_projection", lambda *args: None)
+
+
 def true_settle(loop: SimulatedLoop, target: np.ndarray, seconds: float) -> float | None:
     """When the plant's true task error entered the bench's band for good (None: never)."""
     eps = band(loop.plant.physical)
@@ -302,13 +310,17 @@ def test_a_target_past_the_models_workspace_is_reached_on_a_plant_that_holds_it(
     assert t is not None and t < 10.0
 
 
-def test_a_correction_the_plant_answers_badly_is_retried_with_the_measured_jacobian(tmp_path):
+def test_a_correction_the_plant_answers_badly_is_retried_with_the_measured_jacobian(
+        tmp_path, monkeypatch):
     """Target 0 of ``bench control --plant mixed15`` lies near a fold of the soft arm's held
     map (the model's smaller singular value 0.08, the plant's 0.02). Without the trust region
     (the rule before it) the correction made on the model's Jacobian does not contract; the
     next one, from the setpoint before it on the secant-updated Jacobian, does, and the
     target is held. With the model's Jacobian alone (the first correction not contracting
-    ends them) the arm stays 4 mm off."""
+    ends them) the arm stays 4 mm off. (Feedback integrating the whole error, as before the
+    disputed direction was left out of it: :func:`unprojected`. With it, feedback at the
+    gain the projected loop allows removes this error alone, and no correction is made.)"""
+    unprojected(monkeypatch)
     results = {}
     for retries in (0, retarget.RETRIES):
         loop, target = mixed15_soft_arm(tmp_path, 0)
@@ -356,13 +368,15 @@ def test_the_automatic_gain_damps_a_plant_near_the_edge_of_the_family(tmp_path, 
     assert watched["rings"] >= 1 and watched["targets"][0]["success"]
 
 
-def test_the_trust_region_keeps_a_correction_near_a_fold_from_growing_the_error(tmp_path):
+def test_the_trust_region_keeps_a_correction_near_a_fold_from_growing_the_error(
+        tmp_path, monkeypatch):
     """The same target 0: the correction on the model's Jacobian, unbounded, turned a 4.7 mm
     mismatch into 49 mm. Within the trust region it takes the strong direction's part and
     leaves the weak one: the true error (sway and sensor noise included) stays within 1.5 ×
     the mismatch it started from (the step is never worse than none on a Jacobian off by
     the stated uncertainty), and the target settles within 3 periods of the slowest mode
-    after the move, the goal."""
+    after the move, the goal. (Feedback integrating the whole error: :func:`unprojected`.)"""
+    unprojected(monkeypatch)
     loop, target = mixed15_soft_arm(tmp_path, 0)
     loop.start()
     loop.set_target(target)
@@ -423,7 +437,9 @@ def test_a_correction_is_made_after_the_setpoint_went_out(tmp_path, monkeypatch)
     """The correction of a window (a bounded least squares, or Gauss–Newton on the model with
     its springs scaled: milliseconds) is made in ``ControlStep.look_ahead``, after the
     cycle's setpoint was written, never inside ``update`` (on the way from a sensor frame to
-    its setpoint); its move starts at the next cycle."""
+    its setpoint); its move starts at the next cycle. (Target 0 of ``mixed15`` with feedback
+    integrating the whole error, where it needs a correction: :func:`unprojected`.)"""
+    unprojected(monkeypatch)
     loop, target = mixed15_soft_arm(tmp_path, 0)
     step = loop.step
     r = step.retarget

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from poise.benchmarks.control import run_case
-from poise.motion import ringwatch
+from poise.motion import ringwatch, stability
 from poise.motion import sway as sway_watch
 from poise.motion.ringwatch import RingWatch
 from poise.motion.stability import Mode
@@ -109,8 +109,11 @@ def test_a_loop_that_rings_on_the_real_plant_is_backed_off_and_settles(tmp_path,
     it) that target failed (15.9 mm at the end of the trial); the watch halves the gain
     while the swing goes on and the arm settles. Every target is reached. (The moves are
     those the model chooses: no move counts as evidence of the plant's detuning,
-    :mod:`poise.motion.sway`, which would change them from target 3 on.)"""
+    :mod:`poise.motion.sway`, which would change them from target 3 on. And feedback
+    integrates the whole error, as before the disputed direction was left out of it,
+    :mod:`poise.motion.agreement`: with it, target 17 does not ring.)"""
     monkeypatch.setattr(sway_watch, "EXCITED", math.inf)
+    monkeypatch.setattr(stability, "agreed_projection", lambda *args: None)
     plant = write_named("soft_arm_stiff", "real", tmp_path)
     result = run_case("soft_arm_stiff", "fb", "alg1", plant=plant, count=18)
     assert result["rings"] >= 1

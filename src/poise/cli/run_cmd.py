@@ -541,6 +541,10 @@ def stability_lines(params: dict[str, Any]) -> list[str]:
     auto += ", or less where the slowest pole then decays faster"
     lines = [f"stability         {gains} 1/s in fb ({robust}{auto}; delay "
              f"{st['delay_periods']} period(s))"]
+    if st.get("left_out"):
+        from poise.motion.bounds import StabilityReport  # the summary's end: no start-up cost
+
+        lines.append(f"left out          {StabilityReport.from_dict(st).left_out_sentence()}")
     slow = st.get("slowest_mode")
     if slow:
         lines.append(f"slowest mode      ω {slow['omega']:.3g} rad/s, ζ {slow['zeta']:.2g}, "

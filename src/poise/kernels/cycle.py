@@ -18,6 +18,7 @@ from numba import njit
 
 from poise.kernels import family
 from poise.kernels.guard import NONFINITE, finite_prefix, guard
+from poise.kernels.linalg import matvec
 from poise.kernels.steps import OK, commit, propose
 
 #: Where each number sits in the ``knobs`` vector (float64) :func:`cycle` takes: the
@@ -37,7 +38,7 @@ LIMIT_ROWS = 6
 
 
 @njit(cache=True)
-def cycle(args, state, q, target, move_qa, A, limits, knobs, scratch):  # type: ignore[no-untyped-def]
+def cycle(args, state, q, target, move_qa, A, projection, limits, knobs, scratch):  # type: ignore[no-untyped-def]
     """One cycle from the measured configuration ``q`` (n,) [rad, m].
 
     Args:
@@ -45,6 +46,9 @@ def cycle(args, state, q, target, move_qa, A, limits, knobs, scratch):  # type: 
         target: the task target x̄.
         move_qa: the approach move's q̄a this cycle, or an empty array.
         A: ``qa = A q`` (m, n), for the anti-windup's lag.
+        projection: ``Π`` (k, k) of the measured error in feedback mode, the IK stepping
+            with ``x̄ − Π (x̄ − h(q))`` (:mod:`poise.motion.agreement`), or an empty (0, 0)
+            array: none.
         limits: (6, m), rows :data:`L_ALG_MIN` … :data:`L_RATE`.
         knobs: the scalars, at :data:`K_ALGORITHM` … :data:`K_FINITE_END` (see there). In
             feedback mode the IK's error uses the measured ``h(q)``, else the predicted x̄.
@@ -69,6 +73,8 @@ def cycle(args, state, q, target, move_qa, A, limits, knobs, scratch):  # type: 
     dt = knobs[K_DT]
     x_meas = family.fk(P, q)
     x = x_meas if fb else state[x_lo:int(knobs[K_X_HI])]
+    if fb and projection.shape[0] > 0:
+        x = target - matvec(projection, target - x_meas)
     proposed, p_status = propose(P.C, P.C_inv, m, P.task_dim, algorithm, state, x, target,
                                  int(knobs[K_UPDATE]), knobs[K_GAMMA], knobs[K_GAMMA_Z],
                                  knobs[K_GAMMA_E], knobs[K_DAMPING], dt, knobs[K_MAX_STEP],

@@ -177,16 +177,17 @@ def warm_up_steps(packed: PackedModel, *, dynamics: bool = True, solvers: bool =
         knobs[one_call.K_ALGORITHM] = code
         for fb in (1.0, 0.0):
             knobs[one_call.K_FB] = fb
-            one_call.cycle(args, made["state"], q, x, np.zeros(0), A, stacked, knobs,
-                           np.zeros(n + m))
+            for projection in (np.zeros((0, 0)), np.eye(k)):  # none, and one
+                one_call.cycle(args, made["state"], q, x, np.zeros(0), A, projection, stacked,
+                               knobs, np.zeros(n + m))
 
     def wire_cycle() -> None:  # the wire cycle, on the read-only bytes of a read
         buffers = wire.WireBuffers(n, m, version=1, sensors_type=0, setpoint_type=0,
                                    feedforward=True, qa_lo=layout["qa"].start,
                                    ga_lo=layout["Ga"].start, armed_bit=1, saturated_bit=0)
         wire.wire_cycle(np.frombuffer(b"\x01\x00", np.uint8), 2, buffers.raw, buffers.f32,
-                        buffers.io, args, made["state"], x, np.zeros(0), A, stacked, knobs,
-                        np.zeros(n + m), buffers.out)
+                        buffers.io, args, made["state"], x, np.zeros(0), A, np.zeros((0, 0)),
+                        stacked, knobs, np.zeros(n + m), buffers.out)
 
     todo += [(f"cycle {name}", lambda code=code: cycle(code))
              for name, code in steps.ALGORITHM_CODES.items()]

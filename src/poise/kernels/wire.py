@@ -250,8 +250,8 @@ def encode_setpoint(qa, tau, ff, io, raw, f32, out):  # type: ignore[no-untyped-
 
 
 @njit(cache=True)
-def wire_cycle(wire, n_wire, raw, f32, io, args, state, target, move_qa, A, limits,  # type: ignore[no-untyped-def]
-               knobs, scratch, out):
+def wire_cycle(wire, n_wire, raw, f32, io, args, state, target, move_qa, A, projection,  # type: ignore[no-untyped-def]
+               limits, knobs, scratch, out):
     """One control cycle from the bytes of one read to the bytes of its setpoint.
 
     Args:
@@ -280,7 +280,7 @@ def wire_cycle(wire, n_wire, raw, f32, io, args, state, target, move_qa, A, limi
             return NONFINITE_Q, state, nothing, 0
     knobs[one_call.K_SATURATED] = 1.0 if status & int(io[W_SAT_BIT]) else 0.0
     new, x_meas, p_status, g_status, c_status, finite = one_call.cycle(
-        args, state, q, target, move_qa, A, limits, knobs, scratch)
+        args, state, q, target, move_qa, A, projection, limits, knobs, scratch)
     if p_status != OK or g_status & NONFINITE or c_status != OK or not finite:
         return STEP_ELSEWHERE, state, x_meas, g_status
     qa_lo, ga_lo = int(io[W_QA_LO]), int(io[W_GA_LO])

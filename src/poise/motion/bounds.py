@@ -17,6 +17,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
+
 from poise.motion.stability import ALGORITHM_GAINS, IKGains, LoopLinearisation, Mode
 
 #: Default gains are this fraction of the feedback loop's (robust) stability bound (capped at the
@@ -73,6 +75,10 @@ class StabilityReport:
         uncertainty: the feedback bound holds for the plant's springs within ``1 ±`` this ×
             the model's (:class:`~poise.motion.stability.LoopLinearisation`).
         gain_max_nominal: the feedback bound at the model's own springs (≥ ``gain_max_fb``).
+        left_out: the task directions feedback leaves out at this target (a plant within
+            the uncertainty could answer them reversed, near a fold of the held map;
+            :mod:`poise.motion.agreement`), of ``task_dim``.
+        task_dim: the number of task coordinates.
         loop: the linearisation (to recompute after a command; not serialised).
     """
 
@@ -91,6 +97,8 @@ class StabilityReport:
     uncertainty: float = 0.0
     robust_fraction: float = ROBUST_FRACTION
     gain_max_nominal: dict[str, float] = field(default_factory=dict)
+    left_out: int = 0
+    task_dim: int = 0
     loop: LoopLinearisation | None = field(default=None, compare=False, repr=False)
 
     def limit(self, key: str, mode: str | None = None) -> float:
@@ -118,7 +126,16 @@ class StabilityReport:
         return (f"above it the {self.algorithm} {mode} loop at the current target is "
                 f"unstable{around}{robust} at {1 / self.period:g} Hz with a delay of "
                 f"{self.delay} period{'s' if self.delay != 1 else ''}; 'auto' sets {auto}, "
-                "or less where the slowest closed-loop pole then decays faster")
+                "or less where the slowest closed-loop pole then decays faster"
+                + (f"; {self.left_out_sentence()}" if self.left_out and mode == "fb" else ""))
+
+    def left_out_sentence(self) -> str:
+        """What feedback leaves out at this target, and why (:attr:`left_out`)."""
+        return (f"feedback leaves out {self.left_out} of {self.task_dim} task direction"
+                f"{'s' if self.task_dim != 1 else ''} here, which a plant with springs within "
+                f"±{self.uncertainty * 100:g} % of the model's could answer reversed (near a "
+                "fold of the held map); sampled re-targeting corrects along "
+                f"{'them' if self.left_out > 1 else 'it'}")
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready (``inf`` → None)."""
@@ -133,7 +150,8 @@ class StabilityReport:
                 "slowest_mode": None if self.slowest is None else self.slowest.as_dict(),
                 "modes": [mo.as_dict() for mo in self.modes],
                 "period_s": self.period, "delay_periods": self.delay,
-                "spectral_radius": self.radius, "q": list(self.q), "why": self.why()}
+                "spectral_radius": self.radius, "q": list(self.q),
+                "left_out": self.left_out, "task_dim": self.task_dim, "why": self.why()}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> StabilityReport:
@@ -153,7 +171,8 @@ class StabilityReport:
                    float(d.get("fraction", DEFAULT_FRACTION)),
                    float(d.get("uncertainty", 0.0)),
                    float(d.get("robust_fraction", ROBUST_FRACTION)),
-                   back(d.get("gain_max_nominal", {})))
+                   back(d.get("gain_max_nominal", {})), int(d.get("left_out", 0)),
+                   int(d.get("task_dim", 0)))
 
 
 def assess(loop: LoopLinearisation, g: IKGains, auto: Iterable[str] = ()
@@ -184,11 +203,14 @@ def assess(loop: LoopLinearisation, g: IKGains, auto: Iterable[str] = ()
     gain_max_fb = {key: loop.bound(key, fb) for key in keys}
     gain_max = gain_max_fb if g.mode == "fb" else {key: loop.bound(key, live) for key in keys}
     slow = loop.structural_modes()
+    projection = loop.projection if g.algorithm in ("alg1", "alg2") else None
+    left_out = 0 if projection is None else loop.k - round(float(np.trace(projection)))
     report = StabilityReport(
         g.algorithm, g.mode, gain_max, gain_max_fb, defaults, slow[0] if slow else None,
         tuple(slow), loop.period, loop.delay, loop.spectral_radius(live),
         tuple(float(x) for x in loop.q_star), DEFAULT_FRACTION, loop.uncertainty,
-        ROBUST_FRACTION, {key: loop.nominal_bound(key, fb) for key in keys}, loop)
+        ROBUST_FRACTION, {key: loop.nominal_bound(key, fb) for key in keys}, left_out,
+        loop.k, loop)
     return live, report
 
 

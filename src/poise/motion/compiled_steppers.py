@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from poise.motion.params import LiveParams
 
 _NO_MOVE = np.zeros(0)
+#: No projection of the feedback error (the kernels' empty (0, 0) array).
+_NO_PROJECTION = np.zeros((0, 0))
 
 
 #: The knobs of the live parameters, in the order of ``_values()[1:]``.
@@ -116,16 +118,19 @@ class CompiledStepper:
         """Refuse parameters the algorithm cannot step with (before any kernel runs)."""
 
     def cycle(self, p: LiveParams, q: FloatArray, fb: bool, move_qa: FloatArray | None,
-              windup: bool, saturated: bool, arrays: tuple[FloatArray, ...], dt: float
-              ) -> tuple[FloatArray, FloatArray, int]:
+              windup: bool, saturated: bool, arrays: tuple[FloatArray, ...], dt: float,
+              projection: FloatArray | None = None) -> tuple[FloatArray, FloatArray, int]:
         """One whole cycle in one kernel call (:func:`poise.kernels.cycle.cycle`): ``h(q)``,
         :meth:`propose` (``x`` the measured ``h(q)`` in feedback mode ``fb``, else x̄), the
         guard (the approach move ``move_qa`` or, with ``windup``, the anti-windup; the safety
         layer; ``arrays``: the anti-windup band, ``qa_min``, ``qa_max`` and the rate limits
-        as float64 arrays), :meth:`commit` of what the guard let through.
+        as float64 arrays), :meth:`commit` of what the guard let through. ``projection``:
+        ``Π`` (k, k, float64, C order) of the measured error in feedback
+        (:mod:`poise.motion.agreement`), None: none.
 
         Returns:
-            ``(h(q), x used by the IK, guard status)``. With the status bit
+            ``(h(q), x used by the IK (h(q) in feedback, whose error the IK takes
+            projected when ``projection`` is given), guard status)``. With the status bit
             :data:`NONFINITE` nothing is committed (the caller faults); else
             :attr:`cycle_finite` tells whether the new state is finite.
 
@@ -138,7 +143,8 @@ class CompiledStepper:
         scratch = self._scratch
         new, x_meas, p_status, g_status, c_status, finite = one_call.cycle(
             self._args, old, f64(q), self._pv[0],
-            _NO_MOVE if move_qa is None else f64(move_qa), self._A, limits, knobs, scratch)
+            _NO_MOVE if move_qa is None else f64(move_qa), self._A,
+            _NO_PROJECTION if projection is None else projection, limits, knobs, scratch)
         if p_status != steps.OK:
             raise np.linalg.LinAlgError(f"{self.name} step: singular matrix")
         if not g_status & self.NONFINITE:
@@ -187,10 +193,12 @@ class CompiledStepper:
 
     def wire(self, p: LiveParams, fb: bool, move_qa: FloatArray | None, windup: bool,
              arrays: tuple[FloatArray, ...], dt: float, buffers: wire_kernel.WireBuffers,
-             data: bytes) -> tuple[int, FloatArray, FloatArray, int]:
+             data: bytes, projection: FloatArray | None = None
+             ) -> tuple[int, FloatArray, FloatArray, int]:
         """:meth:`cycle` from the bytes of one read to the bytes of its setpoint
         (:func:`poise.kernels.wire.wire_cycle`; ``buffers`` holds its scratch, ``io`` and
-        output; the effort saturation comes from the frame's status).
+        output; the effort saturation comes from the frame's status; ``projection`` as
+        :meth:`cycle` takes it).
 
         Returns:
             ``(outcome, h(q), x used by the IK, guard status)``. With
@@ -203,7 +211,8 @@ class CompiledStepper:
         old = self._state
         outcome, new, x_meas, g_status = wire_kernel.wire_cycle(
             np.frombuffer(data, np.uint8), len(data), b.raw, b.f32, b.io, self._args, old,
-            self._pv[0], _NO_MOVE if move_qa is None else f64(move_qa), self._A, limits,
+            self._pv[0], _NO_MOVE if move_qa is None else f64(move_qa), self._A,
+            _NO_PROJECTION if projection is None else projection, limits,
             knobs, self._scratch, b.out)
         if outcome == wire_kernel.WIRE_OK:
             self._took(new, steps.OK, True)

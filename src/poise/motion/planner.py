@@ -320,6 +320,7 @@ def _linearised(model: MechanicalModel, plan: TargetPlan, here: FloatArray, peri
                              effort_feedforward=effort_feedforward, uncertainty=uncertainty)
     if params is not None:
         warm(loop, IKGains.of(params), getattr(params, "auto", ()))
+    _ = loop.projection  # made here, not in the cycle that adopts the plan
     return replace(plan, loop=loop, shaper=shaper_for(loop.structural_modes(), shaper),
                    start_shaper=shaper_for(structural_modes(model, here, loop.actuators),
                                            shaper))

@@ -200,6 +200,16 @@ class SpringScale:
         Hua = b.Hua + scale * self._Kc[m:, :m]
         return b.Ja - b.Ju @ np.linalg.solve(Huu, Hua)
 
+    def holds_stably(self, q: FloatArray) -> bool:
+        """Whether the model with springs ``1 + ŝ`` would rest stably at ``q`` were it
+        held there: ``H_uu + ŝ K_uu`` positive definite (no passive coordinates: True). The
+        dancer's pointe 20 % softer than the model's does not (it falls over its pointe)."""
+        m = self.model.m
+        Huu = blocks(self.model, np.asarray(q, dtype=float)).Huu
+        if Huu.size == 0:
+            return True
+        return bool(np.linalg.eigvalsh(Huu + self.scale * self._Kc[m:, m:])[0] > 0.0)
+
     def held_jacobian(self, q: FloatArray) -> FloatArray:
         """``J = J_a − J_u (H_uu + ŝ K_uu)⁻¹ (H_ua + ŝ K_ua)`` (task_dim, m) at ``q``: the
         held Jacobian of the model whose springs are ``1 + ŝ`` times its own."""

@@ -29,6 +29,9 @@ configuration the loop holds, from everything the loop contains:
   - plain CLIK: ``δq̄c⁺ = δq̄c + Δt Γ C J_h⁺ δe``;
 
   with ``δe = −J_h δq`` measured d periods ago in ``fb`` and ``δe = −J_c δq̄c`` in ``ff``;
+  in ``fb`` the held algorithms integrate ``Π δe``, the error on the directions every plant of
+  the stated uncertainty answers with the model's sign (:attr:`LoopLinearisation.projection`,
+  :mod:`poise.motion.agreement`; the identity almost everywhere);
 * the loop period Δt and the sensor-to-setpoint delay d (whole periods: 0 for the in-process
   plant, whose command acts from the sample it answers; the service uses
   :func:`delay_periods` of its measured latency).
@@ -54,7 +57,7 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -63,6 +66,7 @@ from poise.ik.held import algorithm1_step, algorithm2_rates, damped_pinv, held_j
 from poise.ik.statics import StaticsSolution
 from poise.models.actuation import ActuationBlocks, blocks
 from poise.models.base import FloatArray, MechanicalModel
+from poise.motion.agreement import agreed_projection
 from poise.sim.actuators import ActuatorGains, default_gains
 from poise.sim.simulator import DEFAULT_RATE
 
@@ -168,12 +172,17 @@ class LoopLinearisation:
             bounds at the model and at both ends; 0: the model's alone.
         stiffness_scale: the plant linearised with its springs × this (a variant of the
             robust bound; the controller's own matrices stay the model's).
+        projection: the projection ``Π`` of the measured error the controller applies in
+            ``fb`` (:mod:`poise.motion.agreement`): ``"agreed"`` computes it at ``q*`` from
+            the plants of ``uncertainty`` (:attr:`projection`); a variant is given its
+            nominal's, since it runs the model's controller; None: none.
     """
 
     def __init__(self, model: MechanicalModel, q_star: FloatArray, period: float, *,
                  delay: int = 0, actuators: ActuatorGains | None = None,
                  effort_feedforward: bool = True, uncertainty: float = GAIN_UNCERTAINTY,
-                 stiffness_scale: float = 1.0) -> None:
+                 stiffness_scale: float = 1.0,
+                 projection: FloatArray | Literal["agreed"] | None = "agreed") -> None:
         if not period > 0 or not math.isfinite(period):
             raise ValueError(f"period = {period}: must be > 0 s")
         if delay < 0:
@@ -182,6 +191,7 @@ class LoopLinearisation:
             raise ValueError(f"uncertainty = {uncertainty}: must be in [0, 1)")
         self.uncertainty = float(uncertainty)
         self.stiffness_scale = float(stiffness_scale)
+        self._projection = projection
         self._variants: list[LoopLinearisation] | None = None
         self.model = model
         self.q_star = np.array(q_star, dtype=float)
@@ -199,6 +209,16 @@ class LoopLinearisation:
         self.Jh = np.asarray(model.task_jacobian(self.q_star), dtype=float)
         self._cache: dict[tuple, float] = {}
         self._ik_cache: dict[tuple, Any] = {}
+
+    @cached_property
+    def projection(self) -> FloatArray | None:
+        """``Π`` (task_dim, task_dim): feedback integrates ``Π e``, the error along the
+        directions on which every plant of the stated uncertainty answers with the model's
+        sign at ``q*`` (:func:`~poise.motion.agreement.agreed_projection`); None where all do
+        (computed once, where the plan's bounds are)."""
+        if isinstance(self._projection, str):
+            return agreed_projection(self.model, self.q_star, self.uncertainty)
+        return self._projection
 
     @cached_property
     def _discrete(self) -> tuple[FloatArray, FloatArray]:
@@ -263,7 +283,7 @@ class LoopLinearisation:
             U = self._ik("alg1", g.update, g.damping)
             J = held_jacobian(b)
             Ac = np.eye(m) if fb else np.eye(m) - dt * g.gamma * U @ J
-            Bc = -dt * g.gamma * U if fb else np.zeros((m, k))
+            Bc = -dt * g.gamma * self._projected(U) if fb else np.zeros((m, k))
             S = b.Haa - b.Hua.T @ np.linalg.solve(b.Huu, b.Hua) if b.Huu.size else b.Haa
             Dc = np.vstack([np.eye(m), S if self.effort_feedforward else np.zeros((m, m))])
             return Ac, Bc, Dc
@@ -271,7 +291,7 @@ class LoopLinearisation:
         Hu = hc[m:]
         if g.algorithm == "alg2":
             Rz, Re = self._ik("alg2", "", g.damping)
-            rate_x = g.gamma_z * Rz
+            rate_x = g.gamma_z * (self._projected(Rz) if fb else Rz)
             Ac = np.eye(n) - dt * g.gamma_e * Re @ Hu
             if not fb:
                 Ac = Ac - dt * rate_x @ Jc
@@ -284,6 +304,11 @@ class LoopLinearisation:
         ff = hc[:m] if self.effort_feedforward else np.zeros((m, n))
         Dc = np.vstack([np.hstack([np.eye(m), np.zeros((m, n - m))]), ff])
         return Ac, Bc, Dc
+
+    def _projected(self, R: FloatArray) -> FloatArray:
+        """``R Π``: the update ``R`` of the measured error after its projection."""
+        P = self.projection
+        return R if P is None else R @ P
 
     # ------------------------------------------------------------------ the closed loop
 
@@ -336,7 +361,8 @@ class LoopLinearisation:
                 LoopLinearisation(self.model, self.q_star, self.period, delay=self.delay,
                                   actuators=self.actuators,
                                   effort_feedforward=self.effort_feedforward,
-                                  uncertainty=0.0, stiffness_scale=scale)
+                                  uncertainty=0.0, stiffness_scale=scale,
+                                  projection=self.projection)
                 for scale in (1.0 - u, 1.0 + u)]
         return self._variants
 

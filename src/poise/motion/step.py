@@ -396,6 +396,17 @@ class ControlStep:
             np.take(rows, i, axis=0, out=self._aim)
         return aiming[1]
 
+    def _projection(self, p: LiveParams, aimed: LiveParams) -> FloatArray | None:
+        """``Π`` of the measured error this cycle (:mod:`poise.motion.agreement`): the
+        current plan's (made with its linearisation), while a held algorithm (``alg1``,
+        ``alg2``) aims at the plan's reference after its move (``aimed``: what
+        :meth:`_aimed` made of ``p``, a copy then); else None. Feedback then leaves the
+        directions the model's uncertainty could reverse to sampled re-targeting."""
+        if aimed is p or self.following is not None or p.algorithm == "plain":
+            return None
+        plan = self.plan
+        return plan.loop.projection if plan is not None and plan.loop is not None else None
+
     def _limit_arrays(self) -> tuple[FloatArray, ...]:
         """The anti-windup band (:attr:`windup_band` of each actuator's range) and the
         limits as float64 arrays, made once per :class:`SafetyLimits` (set at connect)."""
@@ -615,10 +626,11 @@ class ControlStep:
         call (:meth:`poise.motion.compiled_steppers.CompiledStepper.cycle`); returns
         ``(h(q), x used)``."""
         move_qa = self._begin(stepper)
-        p_live, p = p, self.backed_off(self._aimed(p, fb, move_qa is not None))
+        aimed = self._aimed(p, fb, move_qa is not None)
+        p_live, p = p, self.backed_off(aimed)
         x_meas, x_used, status = stepper.cycle(p, q, fb, move_qa, fb and move_qa is None,
                                                bool(saturated), self._limit_arrays(),
-                                               self.period)
+                                               self.period, self._projection(p_live, aimed))
         if status & stepper.NONFINITE:
             raise StepFault(f"non-finite IK output ({p.algorithm})")
         if status & stepper.HELD:
@@ -642,10 +654,11 @@ class ControlStep:
                     self._cycles)
         try:
             move_qa = self._begin(stepper)
-            p_live, p = p, self.backed_off(self._aimed(p, fb, move_qa is not None))
+            aimed = self._aimed(p, fb, move_qa is not None)
+            p_live, p = p, self.backed_off(aimed)
             outcome, x_meas, x_used, g_status = stepper.wire(
                 p, fb, move_qa, fb and move_qa is None, self._limit_arrays(), self.period,
-                buffers, data)
+                buffers, data, self._projection(p_live, aimed))
         except BaseException:
             (self.goal, self._move_goal, self.move, self._move_time,
              self._move_cycle, self._cycles) = approach
@@ -701,8 +714,12 @@ class ControlStep:
             x_meas = model.fk(q)
             x_used = x_meas if fb else stepper.x_bar
             move_qa = self._begin(stepper)
-            aimed = self.backed_off(self._aimed(p, fb, move_qa is not None))
-            proposed = stepper.propose(aimed, x_meas if fb else None, period)
+            aiming = self._aimed(p, fb, move_qa is not None)
+            aimed = self.backed_off(aiming)
+            projection = self._projection(p, aiming)
+            x_ik = None if not fb else x_meas if projection is None else \
+                aimed.target - projection @ (aimed.target - x_meas)  # x̄ − Π (x̄ − h(q))
+            proposed = stepper.propose(aimed, x_ik, period)
             stepper.commit(self._safe_setpoint(stepper, proposed, q, fb, saturated,
                                                p.algorithm, move_qa))
             self._retarget_cycle(p, x_meas, fb, saturated, q)
