@@ -51,8 +51,8 @@ def direction_gains(model: MechanicalModel, q: FloatArray, uncertainty: float
     would fall there, as the dancer with its pointe 20 % softer, is none the arm can be: the
     robust gain bound does not count it either); ``g`` is all ones without such plants (no
     uncertainty, no springs or no passive coordinates)."""
-    q = np.asarray(q, dtype=float)
-    J = held_jacobian(blocks(model, q))
+    b = blocks(model, np.asarray(q, dtype=float))
+    J = held_jacobian(b)
     U, s, Vt = np.linalg.svd(J, full_matrices=False)
     keep = s > 0.0
     U, s, Vt = U[:, keep], s[keep], Vt[keep]
@@ -62,8 +62,8 @@ def direction_gains(model: MechanicalModel, q: FloatArray, uncertainty: float
         return U, g
     for scale in (-uncertainty, uncertainty):
         springs = SpringScale.fixed(model, scale)
-        if springs.enabled and springs.holds_stably(q):
-            Jv = springs.held_jacobian(q)
+        if springs.enabled and springs.holds_stably(b):
+            Jv = springs.jacobian_at(b)
             g = np.minimum(g, np.einsum("ki,kj,ji->i", U, Jv, Vt.T) / s)
     return U, g
 

@@ -142,7 +142,7 @@ class SpringScale:
         goal = np.asarray(goal, dtype=float)
         error, limited = float(np.linalg.norm(goal - b.x)), False
         for _ in range(ITERATIONS):
-            d, _, lim = bounded(self._jacobian(b), goal - b.x, a)
+            d, _, lim = bounded(self.jacobian_at(b), goal - b.x, a)
             for _ in range(HALVINGS + 1):  # backtracking: a step must reduce the error
                 trial = self._held(a + d, b.qu)
                 after = float(np.linalg.norm(goal - trial.x))
@@ -192,7 +192,8 @@ class SpringScale:
             qu = qu - np.linalg.solve(b.Huu + scale * Kc[m:, m:], g)
         return blocks(model, join(model, qa, qu))
 
-    def _jacobian(self, b: ActuationBlocks) -> FloatArray:
+    def jacobian_at(self, b: ActuationBlocks) -> FloatArray:
+        """:meth:`held_jacobian` from the model's blocks ``b`` at the configuration."""
         m, scale = self.model.m, self.scale
         if scale == 0.0 or b.Huu.size == 0:
             return held_jacobian(b)
@@ -200,20 +201,20 @@ class SpringScale:
         Hua = b.Hua + scale * self._Kc[m:, :m]
         return b.Ja - b.Ju @ np.linalg.solve(Huu, Hua)
 
-    def holds_stably(self, q: FloatArray) -> bool:
-        """Whether the model with springs ``1 + ŝ`` would rest stably at ``q`` were it
-        held there: ``H_uu + ŝ K_uu`` positive definite (no passive coordinates: True). The
-        dancer's pointe 20 % softer than the model's does not (it falls over its pointe)."""
-        m = self.model.m
-        Huu = blocks(self.model, np.asarray(q, dtype=float)).Huu
-        if Huu.size == 0:
+    def holds_stably(self, b: ActuationBlocks) -> bool:
+        """Whether the model with springs ``1 + ŝ`` would rest stably where the model's
+        blocks ``b`` are, were it held there: ``H_uu + ŝ K_uu`` positive definite (no
+        passive coordinates: True). The dancer's pointe 20 % softer than the model's does
+        not (it falls over its pointe)."""
+        if b.Huu.size == 0:
             return True
-        return bool(np.linalg.eigvalsh(Huu + self.scale * self._Kc[m:, m:])[0] > 0.0)
+        m = self.model.m
+        return bool(np.linalg.eigvalsh(b.Huu + self.scale * self._Kc[m:, m:])[0] > 0.0)
 
     def held_jacobian(self, q: FloatArray) -> FloatArray:
         """``J = J_a − J_u (H_uu + ŝ K_uu)⁻¹ (H_ua + ŝ K_ua)`` (task_dim, m) at ``q``: the
         held Jacobian of the model whose springs are ``1 + ŝ`` times its own."""
-        return self._jacobian(blocks(self.model, np.asarray(q, dtype=float)))
+        return self.jacobian_at(blocks(self.model, np.asarray(q, dtype=float)))
 
 
 __all__ = ["EXPLAINED", "SCALE_RANGE", "SIGNIFICANT", "SpringScale"]
