@@ -89,6 +89,15 @@ def refined_events(events) -> list[dict]:
     return [e.data for e in events if e.kind == "info" and e.data.get("code") == "plan_refined"]
 
 
+def drained_until_refined(events) -> list:
+    """The events drained from ``events`` until a ``plan_refined`` one is among them. It is
+    announced just after the plan stops being unrefined, outside the lock: wait for the
+    event itself, not for that state (on a busy machine the drain came in between)."""
+    seen: list = []
+    assert wait_until(lambda: refined_events(seen.extend(events.drain()) or seen), SLOW)
+    return seen
+
+
 @pytest.fixture(scope="module")
 def running():
     """The double pendulum in feedback, running, its first target planned (in full, at
@@ -130,7 +139,7 @@ def test_a_target_is_adopted_and_answered_while_its_background_plan_is_still_blo
     np.testing.assert_allclose(p.stability.q, plan.q_goal, atol=1e-12)
     assert p.gamma == pytest.approx(auto_gain(p), rel=1e-9)
     assert ctl.step.plan is plan and ctl.step.reference_seconds  # fb: the reference attached
-    got = refined_events(events.drain())
+    got = refined_events(drained_until_refined(events))
     assert len(got) == 1 and got[0]["target"] == [0.45] and got[0]["reference"]
     assert not got[0]["late"] and got[0]["seconds"] > 0
 
@@ -157,7 +166,7 @@ def test_a_newer_target_replaces_an_older_one_whose_background_plan_is_blocked(r
     p = ctl.params
     np.testing.assert_allclose(p.stability.q, newer.q_goal, atol=1e-12)  # not 0.47's
     assert p.target.tolist() == [0.5] and ctl.step.plan is newer
-    drained = events.drain()
+    drained = drained_until_refined(events)
     assert [e["target"] for e in refined_events(drained)] == [[0.5]]
     refines = [e for e in drained if e.kind == "param" and e.data["name"] == "refine"]
     assert [e.data["params"]["target"] for e in refines] == [[0.5]]
@@ -192,9 +201,8 @@ def test_a_background_plan_over_its_budget_brings_the_gains_but_not_the_referenc
         events = ctl.events(history=False)
         assert ctl.submit(Command("target", [0.45])).accepted
         plan = ctl.step.plan
-        seen: list = []
-        assert wait_until(lambda: refined_events(seen.extend(events.drain()) or seen), SLOW)
-        (got,) = refined_events(seen)  # answered at once, the background part came late
+        # answered at once, the background part came late
+        (got,) = refined_events(drained_until_refined(events))
         assert got["late"] and not got["reference"] and "plan_budget" in got["text"]
         np.testing.assert_allclose(ctl.params.stability.q, plan.q_goal, atol=1e-12)
         assert ctl.step.plan is plan and ctl.step.reference_seconds is None
@@ -274,9 +282,7 @@ def test_through_the_realtime_process_the_child_adopts_at_once_and_applies_the_r
         finally:
             gate.set()
         # the refinement went to the child (PlanRefined) and was applied there
-        seen: list = []
-        assert wait_until(lambda: refined_events(seen.extend(events.drain()) or seen), SLOW)
-        got = refined_events(seen)
+        got = refined_events(drained_until_refined(events))
         assert [e["target"] for e in got] == [[0.45]] and got[0]["reference"], got
         assert wait_until(lambda: rt.params.stability.q != before.stability.q, SLOW)
         q = np.asarray(rt.params.stability.q)
