@@ -524,7 +524,8 @@ class ControlStep:
         if goal is None:
             return
         speed = plan.speed * approach_speed(lim.qa_min, lim.qa_max, lim.qa_rate)
-        self.move = r.move(stepper.qa, goal, speed)
+        known = self.sway is not None and self.sway.evidence > 0
+        self.move = r.move(stepper.qa, goal, speed, self.detuning if known else None)
         self.goal = self._move_goal = self.move.goal
         self._move_time = 0.0
         self._ahead = None

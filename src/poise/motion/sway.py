@@ -226,6 +226,11 @@ class MoveSway:
             self._rows = np.empty((self._window, rows.shape[1]))
 
     @property
+    def evidence(self) -> int:
+        """How many moves :attr:`detuning` is the mean of (0: it is not known)."""
+        return len(self._found)
+
+    @property
     def watching(self) -> bool:
         """Whether a move's window is open (waiting for the move's end or under way)."""
         return self._window > 0
