@@ -94,7 +94,8 @@ def test_sway_settle_charges_a_fragile_shaper_the_decay_of_its_sway():
 
 
 def _plan(mode: Mode, shaper: Shaper) -> SimpleNamespace:
-    return SimpleNamespace(loop=SimpleNamespace(slowest_mode=lambda: mode), shaper=shaper,
+    return SimpleNamespace(loop=SimpleNamespace(slowest_mode=lambda: mode),
+                           slowest_mode=lambda: mode, shaper=shaper,
                            approach=True)
 
 

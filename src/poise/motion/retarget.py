@@ -259,7 +259,7 @@ class Retargeting:
         self.stalled = None
         self._stall_count = 0
         self._clear()
-        slow = plan.loop.slowest_mode() if plan is not None and plan.loop is not None else None
+        slow = plan.slowest_mode() if plan is not None and plan.loop is not None else None
         if not (active and self.enabled and plan is not None
                 and slow is not None and math.isfinite(slow.period)):
             self.ended = "off"
@@ -271,7 +271,7 @@ class Retargeting:
         self._sway = (slow.zeta * slow.omega, slow.damped_omega)
         self._clear()
         assert plan.loop is not None
-        modes = plan.loop.structural_modes()
+        modes = plan.structural_modes()
         self.shaper = shaper_for(modes, "zvd")
         self._short = (shaper_for(modes, "zv"), slow)
 

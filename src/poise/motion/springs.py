@@ -177,6 +177,12 @@ class SpringScale:
             x = self._held(start + delta, b.qu).x
         return delta, float(np.linalg.norm(goal - x)), limited
 
+    def resting(self, qa: FloatArray, qu: FloatArray) -> FloatArray:
+        """Where a plant with springs ``1 + ŝ`` rests at the actuators ``qa`` (n,): the held
+        configuration of the scaled model, by Newton from ``qu``."""
+        b = self._held(np.asarray(qa, dtype=float), qu)
+        return join(self.model, b.qa, b.qu)
+
     def _held(self, qa: FloatArray, qu: FloatArray) -> ActuationBlocks:
         """The blocks at the held configuration of the scaled model at ``qa`` (Newton on
         ``G_u + ŝ k_u = 0`` from ``qu``)."""

@@ -521,14 +521,16 @@ def model_actuators(model: MechanicalModel) -> ActuatorGains:
 
 
 def structural_modes(model: MechanicalModel, q: FloatArray,
-                     actuators: ActuatorGains | None = None) -> list[Mode]:
+                     actuators: ActuatorGains | None = None,
+                     stiffness_scale: float = 1.0) -> list[Mode]:
     """The structural modes of the plant at rest at ``q`` (actuator loop closed), slowest
     first: what :meth:`LoopLinearisation.structural_modes` gives, without the discretisation
-    and the controller."""
+    and the controller; ``stiffness_scale``: of a plant whose springs are this × the
+    model's (:func:`plant_matrices`)."""
     if model.n == model.m:
         return []
     gains = actuators or model_actuators(model)
-    F, _ = plant_matrices(model, np.asarray(q, dtype=float), gains)
+    F, _ = plant_matrices(model, np.asarray(q, dtype=float), gains, stiffness_scale)
     return _structural(_modes(F), gains)
 
 

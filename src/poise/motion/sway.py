@@ -213,7 +213,7 @@ class MoveSway:
         """A new plan whose move feedback follows as ``rows`` (its predicted response; None:
         nothing to measure): watch the first damped periods after its move."""
         self._window, self._count, self._full = 0, 0, False
-        slow = plan.loop.slowest_mode() if plan is not None and plan.loop is not None else None
+        slow = plan.slowest_mode() if plan is not None and plan.loop is not None else None
         if rows is None or len(rows) < 2 or slow is None or not math.isfinite(slow.period) \
                 or slow.damped_omega <= 0 or not plan.approach:
             return
