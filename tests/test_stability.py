@@ -381,13 +381,13 @@ def test_an_actuator_at_its_effort_limit_stops_the_integrator_and_the_loop_settl
     # the same loop blind to the saturation: the limit cycle
     loop = _double_pendulum_fb(25.0)
     update = loop.step.update
-    loop.step.update = lambda q, p, saturated=False: update(q, p, False)
+    loop.step.update = lambda q, p, saturated=False, efforts=None: update(q, p, False, efforts)
     loop.start()
     assert np.max(loop.run(8.0)[-500:]) > 0.05
     # blind to the saturation but following the model's predicted response: no limit cycle
     loop = _double_pendulum_fb(25.0, follow_model=True)
     update = loop.step.update
-    loop.step.update = lambda q, p, saturated=False: update(q, p, False)
+    loop.step.update = lambda q, p, saturated=False, efforts=None: update(q, p, False, efforts)
     loop.start()
     assert loop.step.reference is not None
     assert np.max(loop.run(8.0)[-500:]) < 3e-3

@@ -54,6 +54,7 @@ from typing import Any
 import numpy as np
 
 from poise.benchmarks.benchout import run_each
+from poise.benchmarks.calibrated import weigh
 from poise.benchmarks.control_protocol import (
     ALGORITHMS,
     GOAL_PERIODS,
@@ -98,12 +99,13 @@ class TargetResult:
 
 def config_for(name: str, mode: str, algorithm: str, plant: str | None = None, *,
                example_target: bool = False, target: Sequence[float] | None = None,
-               calibration: str | None = None) -> Config:
+               calibration: str | None = None, total_mass: float | None = None) -> Config:
     """The bundled example of ``name`` in ``mode`` with ``algorithm``, default gains, no
     target (the arm starts holding its rest pose; ``example_target``: the example's target;
     ``target``: this one), no MQTT; ``plant``: the simulated robot's true parameters (a model
     file, ``device.sim_params``; None: as the model says); ``calibration``: a calibration
-    file the controller uses as its statics model (``model.calibration``)."""
+    file the controller uses as its statics model (``model.calibration``); ``total_mass``:
+    the robot's weighed total mass [kg] (``model.total_mass``)."""
     keys: dict[str, tuple[Any, str]] = {
         "loop.mode": (mode, "bench"), "algorithm.name": (algorithm, "bench"),
         "mqtt.enabled": (False, "bench"),
@@ -117,6 +119,8 @@ def config_for(name: str, mode: str, algorithm: str, plant: str | None = None, *
         keys["device.sim_params"] = (os.path.abspath(plant), "bench")
     if calibration is not None:
         keys["model.calibration"] = (os.path.abspath(calibration), "bench")
+    if total_mass is not None:
+        keys["model.total_mass"] = (total_mass, "bench")
     return load_config(resolve_config(name), keys)
 
 
@@ -153,9 +157,12 @@ def run_case(name: str, mode: str, algorithm: str, targets: Sequence[FloatArray]
     """One model, mode and algorithm over the targets (default: :func:`reachable_targets` of
     the simulated robot, so that a nominal and a calibrated run meet the same reachable
     targets), against the plant ``plant`` describes, the controller using ``calibration``
-    (:func:`config_for`)."""
-    loop = SimulatedLoop(config_for(name, mode, algorithm, plant, calibration=calibration),
-                         seed=seed)
+    (:func:`config_for`). Against a plant the nominal controller is given the robot's
+    weighed total mass (:func:`~poise.benchmarks.calibrated.weigh`, as the calibration is):
+    feedback on a task through the masses needs it (:mod:`poise.motion.masses`)."""
+    weighed = weigh(name, plant)[0] if plant is not None and calibration is None else None
+    loop = SimulatedLoop(config_for(name, mode, algorithm, plant, calibration=calibration,
+                                    total_mass=weighed), seed=seed)
     truth = loop.plant.physical
     if targets is None:
         targets = reachable_targets(truth, loop.limits.qa_min, loop.limits.qa_max, count,
@@ -175,6 +182,10 @@ def run_case(name: str, mode: str, algorithm: str, targets: Sequence[FloatArray]
             "detuning": loop.step.detuning,
             # the plant's stiffness scale the resting windows showed (fb, poise.motion.springs)
             "spring_scale": retarget.springs.scale if retarget is not None else 0.0,
+            # the weighed total mass the nominal controller was given, and the task bias
+            # the held efforts showed last (fb, poise.motion.masses)
+            "total_mass": weighed,
+            "task_bias": retarget.task_bias.tolist() if retarget is not None else [],
             "replans": loop.replans,
             "plant_differs": loop.plant.differences,
             "calibration": calibration,

@@ -258,7 +258,8 @@ class CommandRoom:
         target = parse_target(c.value, s.model.task_dim, s.reach)
         q_bar = np.array(stepper.q_bar, dtype=float)
         state = MotionState(p, q_bar=q_bar, move_from=q_bar, detuning=s.step.detuning,
-                            spring_scale=s.step.spring_scale)
+                            spring_scale=s.step.spring_scale,
+                            plant=getattr(s.step, "plant", None))
         plan = self._planner().quick_plan(target, state)
         return None if plan is None else (QuickTarget(plan, next(self._serials)), state)
 

@@ -5,7 +5,8 @@ Layout (every table and key optional; the defaults are the embedded ``poise run`
     [device]      port = "sim" | "/dev/ttyACM0" | "dynamixel:/dev/ttyUSB0", baud, timeout,
                   sim_model, sim_params, sim_args, watchdog_ms, protocol, sensors, timeout_ms,
                   retries, [[device.servos]] (id, radius, sign, zero, mode, current_limit, ...)
-    [model]       name (built-in name or file), calibration (file), gravity (override)
+    [model]       name (built-in name or file), calibration (file), gravity (override),
+                  total_mass (weighed)
     [algorithm]   name, update, gamma, gamma_z, gamma_e, damping, target, tolerance
     [loop]        rate, mode ("ff" | "fb"), pacing ("device" | "host"), effort_feedforward,
                   shaper, gain_uncertainty, follow_model, choose_move, targets,
@@ -81,7 +82,7 @@ def _model(t: TableReader, base: pathlib.Path | None) -> ModelConfig:
     if name.endswith((".toml", ".json")) or "/" in name:
         name = t.path("name", base) or name
     return ModelConfig(name=name, calibration=t.path("calibration", base),
-                       gravity=t.get("gravity"))
+                       gravity=t.get("gravity"), total_mass=t.get("total_mass"))
 
 
 def _algorithm(t: TableReader, rate: float) -> AlgorithmConfig:

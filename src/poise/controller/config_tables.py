@@ -49,6 +49,10 @@ class ModelConfig:
     gravity: float | None = setting(None, "number", "override the statics model's gravity "
                                     "[m/s²] (e.g. 0: the paper's 'model that neglects gravity' "
                                     "experiment; default: the model's)", ge=0)
+    total_mass: float | None = setting(
+        None, "number", "the robot's weighed total mass [kg]: where the task is the centre of "
+        "mass, feedback estimates the bodies' masses from the held efforts holding it to this "
+        "(statics cannot tell how heavy the robot is; default: the model's mass sum)", gt=0)
 
 
 #: How a rate gain given as ``"auto"`` behaves (:data:`poise.api.rules.AUTO`).

@@ -149,7 +149,7 @@ class Cycle:
             step.reset(q, p.algorithm)
             self.reset_pending = False
         try:
-            out = step.update(q, p, bool(status & SATURATED))
+            out = step.update(q, p, bool(status & SATURATED), sample.efforts)
         except StepFault as exc:
             self.hold_last()
             self.faults.fault(str(exc), algorithm=p.algorithm)

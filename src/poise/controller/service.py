@@ -132,7 +132,8 @@ class Controller(ControllerFace):
                                 effort_feedforward=config.loop.effort_feedforward,
                                 shaper=config.loop.shaper,
                                 tolerance=config.algorithm.tolerance,
-                                ring_watch=config.loop.ring_watch)
+                                ring_watch=config.loop.ring_watch,
+                                total_mass=config.model.total_mass)
         #: Streams and trajectories run on the wall clock (the device sets the loop's pace).
         self.step.clock = time.monotonic
         self._kernels_ready = False

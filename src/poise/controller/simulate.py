@@ -75,7 +75,8 @@ class SimulatedLoop:
                                 effort_feedforward=config.loop.effort_feedforward,
                                 stepper_factory=factory, delay=0, shaper=config.loop.shaper,
                                 tolerance=config.algorithm.tolerance,
-                                ring_watch=config.loop.ring_watch)
+                                ring_watch=config.loop.ring_watch,
+                                total_mass=config.model.total_mass)
         #: Plans each target as the service does (no delay, as the step).
         self.planner = MotionPlanner(m, self.limits, MotionOptions.from_config(config, delay=0),
                                      factory)
@@ -170,7 +171,7 @@ class SimulatedLoop:
         plant to the next sample)."""
         sample = self.device.read()
         out = self.step.update(np.asarray(sample.q, dtype=float), self.params,
-                               bool(sample.status & Status.SATURATED))
+                               bool(sample.status & Status.SATURATED), sample.efforts)
         self.device.write(out.qa, out.tau)
         self.step.look_ahead()  # as the service does after each write
         self.time += self.period

@@ -85,6 +85,8 @@ class WireBuffers:
         self.out_view = memoryview(self.out)  # what the write takes (no copy)
         #: The decoded frame's q (a view of ``io``: current after each call).
         self.q = self.io[W_VALUES:W_VALUES + n]
+        #: ... and its measured actuator efforts τ (a view, as :attr:`q`).
+        self.efforts = self.io[W_VALUES + n + m:W_VALUES + n + 2 * m]
 
     def frame(self) -> memoryview:
         """The setpoint frame the last :data:`WIRE_OK` call wrote."""

@@ -76,6 +76,9 @@ class MotionState:
             showed (:mod:`poise.motion.springs`); not 0: plans are aimed where the model
             must go for such a plant to reach the target (:func:`~poise.motion.planner.
             for_springs`).
+        plant: the plant as its held efforts showed it (:mod:`poise.motion.masses`), where
+            they pin its task down: plans are aimed for it (:func:`~poise.motion.planner.
+            for_plant`) in place of the spring scale. None: not known.
     """
 
     params: LiveParams | None = None
@@ -85,6 +88,7 @@ class MotionState:
     move_from: FloatArray | None = None
     detuning: float = 0.0
     spring_scale: float = 0.0
+    plant: MechanicalModel | None = None
 
     @property
     def starts(self) -> list[FloatArray]:
@@ -147,7 +151,7 @@ class MotionPlanner:
             UnstableTarget, ParamError: as :meth:`plan`.
         """
         # the aim is where the model must go already (the plant's offset measured in it)
-        plan = self.target_plan(aim, replace(state, spring_scale=0.0))
+        plan = self.target_plan(aim, replace(state, spring_scale=0.0, plant=None))
         if not plan.reachable or plan.qa_goal is None:
             return plan, None
         return plan, self.move(plan, state)
@@ -165,7 +169,7 @@ class MotionPlanner:
                            o.tolerance, period=o.period, delay=o.delay,
                            effort_feedforward=o.effort_feedforward, params=state.params,
                            shaper=o.shaper, uncertainty=o.gain_uncertainty,
-                           spring_scale=state.spring_scale,
+                           spring_scale=state.spring_scale, plant=state.plant,
                            qa_min=None if lim is None else lim.qa_min,
                            qa_max=None if lim is None else lim.qa_max)
 
@@ -185,7 +189,8 @@ class MotionPlanner:
                             effort_feedforward=o.effort_feedforward, shaper=o.shaper,
                             qa_min=None if lim is None else lim.qa_min,
                             qa_max=None if lim is None else lim.qa_max,
-                            uncertainty=o.gain_uncertainty, spring_scale=state.spring_scale)
+                            uncertainty=o.gain_uncertainty, spring_scale=state.spring_scale,
+                            plant=state.plant)
 
     def refine(self, plan: TargetPlan, state: MotionState) -> Move:
         """What a quick plan (:meth:`quick_plan`) adopted at once still lacks, computed

@@ -74,6 +74,13 @@ within the limits (the dancer's pointe 10 % stiffer is a held map 40 % off, and 
 correction is far from linear: one such correction leaves under a millimetre where the
 model's Jacobian left 15 mm). The measured Jacobian starts from the scaled one.
 
+**The plant's masses.** Where the task is the centre of mass, every window also adds the
+static part of the measured efforts to the estimate of the plant's masses
+(:class:`~poise.motion.masses.MassEstimate`, kept over targets), whose task bias, once
+pinned down (:meth:`Retargeting.bias_at`), moves the aim: the window's mismatch grows by the
+bias's change, while the plant's answer to the last correction (the secant update, the
+contraction) is measured against the aim that correction had.
+
 **Anti-windup.** A window is discarded (and restarted) when the cycle's anti-windup held an
 actuator, when the device reported a saturated actuator, or when a move is under way; the
 correction is bounded by the actuator limits (never integrated past them); and there are at
@@ -113,6 +120,7 @@ from poise.api.rules import GAIN_UNCERTAINTY
 from poise.ik.held_common import held_jacobian
 from poise.models.actuation import blocks
 from poise.models.base import FloatArray, MechanicalModel
+from poise.motion.masses import MassEstimate
 from poise.motion.shaping import ShapedMove, Shaper, shaper_for
 from poise.motion.springs import SpringScale
 from poise.motion.sway import worst_residual
@@ -145,6 +153,12 @@ SWAY_FIT = 2
 #: period: the integrator alone; the dancer's 0.13 /s against 3–8 s and the double
 #: pendulum's 0.6–0.9 /s against 1.3 s: corrections.)
 SLOW_GAIN = 1.5
+#: The task bias of the masses' estimate (:mod:`poise.motion.masses`) is used from this
+#: multiple of the tolerance (on the exact model it is the effort noise, far below).
+BIAS_THRESHOLD = 0.5
+#: ... once the windows pin the centre of mass down to this multiple of the tolerance (one
+#: sigma, :meth:`MassEstimate.com_sigma <poise.motion.masses.MassEstimate.com_sigma>`).
+BIAS_SIGMA = 1.0
 #: The trust region (:func:`trust_radius`) admits a step that a held Jacobian off by the
 #: stated uncertainty misses by at most this fraction of the mismatch (1: never worse than no
 #: correction).
@@ -203,9 +217,13 @@ class Retargeting:
         model: the controller's statics model.
         period: the loop period Δt [s].
         tolerance: the IK tolerance [task units] (the threshold and stall scale).
+        total_mass: the robot's weighed total mass [kg] (None: the model's), which the
+            estimate of its masses holds to where its task is its centre of mass
+            (:mod:`poise.motion.masses`).
     """
 
-    def __init__(self, model: MechanicalModel, period: float, tolerance: float) -> None:
+    def __init__(self, model: MechanicalModel, period: float, tolerance: float,
+                 total_mass: float | None = None) -> None:
         self.model = model
         self.period = period
         self.tolerance = float(tolerance)
@@ -234,6 +252,13 @@ class Retargeting:
         #: The plant's stiffness scale as the windows that called for a correction showed it
         #: (:mod:`poise.motion.springs`); kept over plans.
         self.springs = SpringScale(model)
+        #: The plant's mass moments as the held efforts of every window showed them, for a
+        #: task through the masses (:mod:`poise.motion.masses`); kept over plans.
+        self.masses = MassEstimate(model, total_mass)
+        #: The task bias ``b = h(q) − ĥ(q)`` [task units] feedback aims with (the model's
+        #: task at ``target + b``): :meth:`bias_at` the last window, or a plan's aimed for
+        #: the plant (:func:`~poise.motion.planner.for_plant`) from its adoption on.
+        self.task_bias = np.zeros(model.task_dim)
         self._clear()
 
     def _clear(self) -> None:
@@ -244,8 +269,10 @@ class Retargeting:
             self._m = np.zeros((size, k))
             self._qa = np.zeros((size, m))
             self._q = np.zeros((size, self.model.n))
+            self._tau = np.zeros((size, m))
             self._predicted = np.zeros(k)
         self._holds = -1
+        self._efforts = self.masses.enabled  # every sample of the window had efforts
 
     def begin(self, plan: TargetPlan | None, active: bool) -> None:
         """A new plan: corrections start afresh; ``active``: it has what they need (a
@@ -274,6 +301,30 @@ class Retargeting:
         modes = plan.structural_modes()
         self.shaper = shaper_for(modes, "zvd")
         self._short = (shaper_for(modes, "zv"), slow)
+
+    def bias_at(self, q: FloatArray) -> FloatArray:
+        """The task bias at ``q`` (:meth:`MassEstimate.bias <poise.motion.masses.
+        MassEstimate.bias>`) where it is at least :data:`BIAS_THRESHOLD` × the tolerance and
+        the windows pin the centre of mass down to :data:`BIAS_SIGMA` × the tolerance; else
+        0 (the model's task)."""
+        bias = self.masses.bias(q)
+        if float(np.linalg.norm(bias)) < BIAS_THRESHOLD * self.tolerance or \
+                self.masses.com_sigma(q) > BIAS_SIGMA * self.tolerance:
+            return np.zeros_like(bias)
+        return bias
+
+    @property
+    def plant(self) -> MechanicalModel | None:
+        """The plant as its held efforts show it (:meth:`MassEstimate.plant_model
+        <poise.motion.masses.MassEstimate.plant_model>`) where the last window's task bias
+        was used (:meth:`bias_at`: the model off by more than the threshold, the estimate
+        pinned down), which plans are then aimed for; else None."""
+        if not self.task_bias.any():
+            return None
+        try:
+            return self.masses.plant_model()
+        except ValueError:  # an estimated mass not > 0: not a plant
+            return None
 
     @property
     def spring_scale(self) -> float:
@@ -327,11 +378,12 @@ class Retargeting:
         self._clear()
 
     def observe(self, predicted: FloatArray, x_meas: FloatArray, qa: FloatArray,
-                holds: int, q: FloatArray) -> bool:
+                holds: int, q: FloatArray, efforts: Any = None) -> bool:
         """One settled cycle: the model's predicted task value ``predicted``, the measured
         ``x_meas``, the setpoint ``qa`` after it, the step's anti-windup hold count
-        ``holds``, the measured configuration ``q``. Returns True when the window is full
-        (then :meth:`correction`)."""
+        ``holds``, the measured configuration ``q`` and the measured actuator efforts
+        (m,) (None or empty: not measured). Returns True when the window is full (then
+        :meth:`correction`)."""
         if self._holds >= 0 and holds != self._holds:
             self._clear()
         self._holds = holds
@@ -339,6 +391,11 @@ class Retargeting:
         np.subtract(predicted, x_meas, out=self._m[i])
         self._qa[i] = qa
         self._q[i] = q
+        if self._efforts:
+            if efforts is not None and len(efforts) == self.model.m:
+                self._tau[i] = efforts
+            else:
+                self._efforts = False
         self._predicted[:] = predicted
         self._count += 1
         return self._count >= self._window
@@ -369,27 +426,49 @@ class Retargeting:
         samples = self._m[:n] - (qa - self._qa[:n]) @ J.T
         mismatch = static_part(samples, self.period, *self._sway)
         resting = static_part(self._q[:n], self.period, *self._sway)
+        if self._efforts:  # the task as the plant's masses make it (poise.motion.masses)
+            # the setpoint's rate: the integrator moves it smoothly (no sway in it)
+            rate = static_trend(self._qa[:n], self.period, 0.0, 0.0)[1]
+            tau, _, tau_spread = static_trend(self._tau[:n], self.period, *self._sway)
+            q_mid, _, q_spread = static_trend(self._q[:n], self.period, *self._sway)
+            self.masses.add(q_mid, tau, rate, tau_spread, q_spread)
+            bias = self.bias_at(q_mid)
+            shift = bias - self.task_bias
+            self.task_bias = bias
+        else:
+            shift = np.zeros_like(mismatch)
         self._clear()
+        # the plant's answer is measured against the aim the last correction had; a new
+        # task bias moves the aim (poise.motion.masses) and the next correction with it
+        answer = mismatch
+        mismatch = mismatch + shift
+        moved = float(np.linalg.norm(shift)) > THRESHOLD * self.tolerance
         norm = float(np.linalg.norm(mismatch))
         if norm > THRESHOLD * self.tolerance:
             self.springs.add(resting)
-        springs = self._secant is None and self.springs.significant
+        plant = self.plant if self._secant is None else None
+        springs = plant is None and self._secant is None and self.springs.significant
         if springs:
             J = self.springs.held_jacobian(resting)
+        elif plant is not None:  # the plant its held efforts show, where it rests
+            J = held_jacobian(blocks(plant, resting))
         last = self.corrections[-1] if self.corrections else None
         if last is not None and self._before is not None:
             # the plant's answer to the last correction: x_meas moved by m_before − m_now
             J = self._secant = secant_update(J, np.asarray(qa, float) - self._before,
-                                             last.mismatch - mismatch)
+                                             last.mismatch - answer)
         if norm <= THRESHOLD * self.tolerance or \
                 self.rate_gain * self._damped_period >= SLOW_GAIN:
             return None
         before = float(np.linalg.norm(last.mismatch)) if last is not None else math.inf
         start, retry = np.asarray(qa, dtype=float), False
-        ratio = reduction_ratio(before, norm, last.residual) if last is not None else 1.0
+        ratio = reduction_ratio(before, float(np.linalg.norm(answer)), last.residual) \
+            if last is not None else 1.0
         if last is not None and math.isfinite(last.radius) and ratio >= TRUST_GOOD:
             self._trust *= TRUST_GROWTH  # the model answered as it said, so far out
-        if ratio < 1.0 - CONTRACTION:
+        if moved:  # a new aim: its corrections start afresh (the trust kept)
+            self._failed = 0
+        elif ratio < 1.0 - CONTRACTION:
             self._trust /= TRUST_GROWTH
             self._failed += 1
             if self._failed > RETRIES or len(self.corrections) >= MAX_CORRECTIONS:
@@ -401,7 +480,7 @@ class Retargeting:
             if norm > before and self._before is not None:
                 # worse: again from where it was, with the measured Jacobian
                 assert last is not None
-                start, mismatch, retry = self._before, last.mismatch, True
+                start, mismatch, retry = self._before, last.mismatch + shift, True
         else:
             self._failed = 0
         if len(self.corrections) >= MAX_CORRECTIONS:
@@ -475,6 +554,8 @@ class Retargeting:
                 "total": self.total, "ended": self.ended,
                 "spring_scale": self.springs.scale,
                 "spring_scale_used": self.spring_scale,
+                "task_bias": self.task_bias.tolist(),
+                "mass_windows": self.masses.windows,
                 "threshold_m": THRESHOLD * self.tolerance,
                 "window_s": self._window * self.period if self.active else None}
 
@@ -489,13 +570,39 @@ def static_part(samples: FloatArray, period: float, sigma: float, omega_d: float
     n = samples.shape[0]
     if SWAY_FIT == 0 or n < 8 or not omega_d > 0:
         return samples.mean(axis=0)
+    coef, *_ = np.linalg.lstsq(_sway_columns(n, period, sigma, omega_d), samples, rcond=None)
+    return coef[0]
+
+
+def static_trend(samples: FloatArray, period: float, sigma: float, omega_d: float
+                 ) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """``(value, rate, spread)``: :func:`static_part` with a straight line in place of the
+    constant: its value at the middle of the window, its slope [units/s] (a setpoint the
+    integrator moves through the window) and the RMS of what the fit leaves (faster modes
+    still ringing, noise), per column. The spread stands for the error of the value as a
+    mode still ringing makes it, correlated over the whole window (white noise alone would
+    allow ``√N`` less, but the dancer's windows weighted so disagreed with each other far
+    beyond it)."""
+    n = samples.shape[0]
+    if n < 2:
+        zero = np.zeros(samples.shape[1:])
+        return samples.mean(axis=0), zero, zero
+    t = np.arange(n) * period
+    sway = _sway_columns(n, period, sigma, omega_d)
+    X = np.column_stack([sway[:, :1], t - 0.5 * t[-1], sway[:, 1:]])
+    coef, *_ = np.linalg.lstsq(X, samples, rcond=None)
+    return coef[0], coef[1], np.sqrt(np.mean((samples - X @ coef) ** 2, axis=0))
+
+
+def _sway_columns(n: int, period: float, sigma: float, omega_d: float) -> FloatArray:
+    """The columns of :func:`static_part`'s fit (n, k): the constant first, then the
+    slowest mode's sway (none when the window is short or the mode not oscillatory)."""
+    if SWAY_FIT == 0 or n < 8 or not omega_d > 0:
+        return np.ones((n, 1))
     t = np.arange(n) * period
     env = np.exp(-sigma * t)
     c, s = env * np.cos(omega_d * t), env * np.sin(omega_d * t)
-    cols = [np.ones(n), c, s] + ([t * s, t * c] if SWAY_FIT > 1 else [])
-    X = np.column_stack(cols)
-    coef, *_ = np.linalg.lstsq(X, samples, rcond=None)
-    return coef[0]
+    return np.column_stack([np.ones(n), c, s] + ([t * s, t * c] if SWAY_FIT > 1 else []))
 
 
 def trust_radius(J: FloatArray, mismatch: FloatArray) -> float:

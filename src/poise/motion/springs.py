@@ -137,23 +137,7 @@ class SpringScale:
         last step. None where the scale is off (not :attr:`enabled`)."""
         if not self.enabled:
             return None
-        a = np.asarray(qa, dtype=float).copy()
-        b = self._held(a, qu)
-        goal = np.asarray(goal, dtype=float)
-        error, limited = float(np.linalg.norm(goal - b.x)), False
-        for _ in range(ITERATIONS):
-            d, _, lim = bounded(self.jacobian_at(b), goal - b.x, a)
-            for _ in range(HALVINGS + 1):  # backtracking: a step must reduce the error
-                trial = self._held(a + d, b.qu)
-                after = float(np.linalg.norm(goal - trial.x))
-                if after < error:
-                    break
-                d = 0.5 * d
-            else:
-                break
-            limited = lim  # a bound active at the last step: it holds the result
-            a, b, error = a + d, trial, after
-        return a, np.asarray(b.x, dtype=float), limited
+        return held_reach(self._held, self.jacobian_at, qa, qu, goal, bounded)
 
     def correction(self, q_rest: FloatArray, qa: FloatArray, shift: FloatArray,
                    bounded: Callable[..., tuple[FloatArray, float, bool]], radius: float
@@ -223,4 +207,34 @@ class SpringScale:
         return self.jacobian_at(blocks(self.model, np.asarray(q, dtype=float)))
 
 
-__all__ = ["EXPLAINED", "SCALE_RANGE", "SIGNIFICANT", "SpringScale"]
+def held_reach(held: Callable[[FloatArray, FloatArray], ActuationBlocks],
+               jacobian: Callable[[ActuationBlocks], FloatArray], qa: FloatArray,
+               qu: FloatArray, goal: FloatArray,
+               bounded: Callable[..., tuple[FloatArray, float, bool]],
+               iterations: int = ITERATIONS) -> tuple[FloatArray, FloatArray, bool]:
+    """``(qa*, x*, limited)``: Gauss–Newton on a held map from the actuators ``qa`` towards
+    the task value ``goal``: ``held(qa, qu)`` the blocks at the held configuration at ``qa``
+    (solved from ``qu``), ``jacobian(blocks)`` its held Jacobian; ``iterations`` steps,
+    each ``bounded(J, error, qa)`` within the limits and halved until it reduces the error,
+    at most :data:`HALVINGS` times (a 10 cm correction on the dancer is far from linear).
+    ``x*`` is the map's task value at ``qa*``; ``limited``: a limit held the last step."""
+    a = np.asarray(qa, dtype=float).copy()
+    b = held(a, np.asarray(qu, dtype=float))
+    goal = np.asarray(goal, dtype=float)
+    error, limited = float(np.linalg.norm(goal - b.x)), False
+    for _ in range(iterations):
+        d, _, lim = bounded(jacobian(b), goal - b.x, a)
+        for _ in range(HALVINGS + 1):  # backtracking: a step must reduce the error
+            trial = held(a + d, b.qu)
+            after = float(np.linalg.norm(goal - trial.x))
+            if after < error:
+                break
+            d = 0.5 * d
+        else:
+            break
+        limited = lim  # a bound active at the last step: it holds the result
+        a, b, error = a + d, trial, after
+    return a, np.asarray(b.x, dtype=float), limited
+
+
+__all__ = ["EXPLAINED", "SCALE_RANGE", "SIGNIFICANT", "SpringScale", "held_reach"]

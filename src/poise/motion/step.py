@@ -137,13 +137,16 @@ class ControlStep:
         tolerance: the IK tolerance [task units]; given, feedback removes a static error by
             sampled re-targeting after each move (:mod:`poise.motion.retarget`); None: the
             rate gain alone.
+        total_mass: the robot's weighed total mass [kg] for the estimate of its masses
+            where its task is its centre of mass (:mod:`poise.motion.masses`; None: the
+            model's).
     """
 
     def __init__(self, model: MechanicalModel, limits: SafetyLimits, period: float, *,
                  effort_feedforward: bool = True,
                  stepper_factory: Callable[[str, MechanicalModel], Stepper] = make_stepper,
                  delay: int = 1, shaper: str = "auto", tolerance: float | None = None,
-                 ring_watch: bool = True) -> None:
+                 ring_watch: bool = True, total_mass: float | None = None) -> None:
         self.model = model
         self.limits = limits
         self.period = period
@@ -200,7 +203,9 @@ class ControlStep:
         self.clock: Callable[[], float] | None = None
         #: Sampled re-targeting in feedback (:mod:`poise.motion.retarget`); None: off.
         self.retarget: Retargeting | None = None if tolerance is None else Retargeting(
-            model, period, tolerance)
+            model, period, tolerance, total_mass)
+        #: The task bias (:attr:`Retargeting.task_bias`) the aim rows carry now.
+        self._bias = np.zeros(model.task_dim)
         self._correct = False  # a window closed: its correction at look_ahead
         #: The ring watch in feedback (:mod:`poise.motion.ringwatch`): its scale on the
         #: automatic rate gains; None: off (``ring_watch`` false, or no re-targeting).
@@ -238,7 +243,7 @@ class ControlStep:
         stepper, plan = self.stepper, self.plan
         return MotionState(params, stepper.q_bar if stepper is not None else None, q_measured,
                            plan.q_goal if plan is not None else None, move_from,
-                           self.detuning, self.spring_scale)
+                           self.detuning, self.spring_scale, self.plant)
 
     def adopt(self, plan: TargetPlan, serves: FloatArray | None = None) -> None:
         """Make ``plan`` current: approach its goal first where it says so; in feedback
@@ -254,6 +259,10 @@ class ControlStep:
         serves = serves if serves is not None else plan.serves
         self._serves = None if serves is None else np.array(serves, dtype=np.float64)
         self.goal = plan.qa_goal if plan.approach else None
+        r = self.retarget
+        if plan.task_bias is not None and r is not None:  # aimed for the plant's masses
+            r.task_bias = np.array(plan.task_bias, dtype=np.float64)
+            self._bias = r.task_bias.copy()
         self.reference, self._reference_plan, self._aim_rows = None, None, None
         self.following = None
         self._aiming = None
@@ -313,6 +322,8 @@ class ControlStep:
         end = self._serving(plan)
         self._aim_rows = rows if (plan.reachable and end is plan.target) or not len(rows) \
             else rows + (np.asarray(end, dtype=np.float64) - rows[-1])
+        if np.any(self._bias) and len(rows):  # the model's task where the plant's is at it
+            self._aim_rows = self._aim_rows + self._bias
         if self.retarget is not None and self.retarget.plan is plan and \
                 self.retarget.ended == "off":
             self._begin_retarget()
@@ -386,8 +397,9 @@ class ControlStep:
         rows, plan = self._aim_rows, self.plan
         i = self._move_cycle
         if (not fb or moving or rows is None or plan is None or self._reference_plan is not plan
-                or i >= rows.shape[0]):
+                or (i >= rows.shape[0] and not self._bias.any())):
             return p
+        i = min(i, rows.shape[0] - 1)  # past the end with a task bias: its last row
         aiming = self._aiming
         if aiming is None or aiming[0] is not p:  # new parameters: still this plan's target?
             same = bool(np.array_equal(p.target, self._serving(plan)))
@@ -405,6 +417,8 @@ class ControlStep:
         if aimed is p or self.following is not None or p.algorithm == "plain":
             return None
         plan = self.plan
+        if plan is not None and plan.error_map is not None:  # aimed for the plant's masses
+            return plan.error_map
         return plan.loop.projection if plan is not None and plan.loop is not None else None
 
     def _limit_arrays(self) -> tuple[FloatArray, ...]:
@@ -480,7 +494,7 @@ class ControlStep:
         return cached[2]
 
     def _retarget_cycle(self, p: LiveParams, x_meas: FloatArray, fb: bool,
-                        saturated: bool, q: FloatArray) -> None:
+                        saturated: bool, q: FloatArray, efforts: Any = None) -> None:
         """Sampled re-targeting after this cycle (:mod:`poise.motion.retarget`): in
         feedback, once the move has arrived, the mismatch between the model's predicted
         response and the measured task value is averaged over a window; a full window may
@@ -506,7 +520,7 @@ class ControlStep:
             return
         r.rate_gain = p.gamma_z if p.algorithm == "alg2" else p.gamma
         # a full window: its correction is made after this cycle's setpoint went out
-        self._correct = r.observe(rows[i], x_meas, stepper.qa, self.windup_holds, q)
+        self._correct = r.observe(rows[i], x_meas, stepper.qa, self.windup_holds, q, efforts)
 
     def _correction_move(self) -> None:
         """The correction of the window that closed this cycle (:meth:`Retargeting.
@@ -521,6 +535,7 @@ class ControlStep:
         lim = self.limits
         goal = r.correction(stepper.q_bar, stepper.qa, self._move_cycle * self.period,
                             lim.qa_min, lim.qa_max)
+        self._carry_bias(r.task_bias)
         if goal is None:
             return
         speed = plan.speed * approach_speed(lim.qa_min, lim.qa_max, lim.qa_rate)
@@ -529,6 +544,16 @@ class ControlStep:
         self.goal = self._move_goal = self.move.goal
         self._move_time = 0.0
         self._ahead = None
+
+    def _carry_bias(self, bias: FloatArray) -> None:
+        """Feedback aims the model's task at the target plus the task bias ``bias``
+        (:mod:`poise.motion.masses`): the aim rows move by its change."""
+        change = bias - self._bias
+        if not change.any():
+            return
+        self._bias = np.array(bias, dtype=np.float64)
+        if self._aim_rows is not None:
+            self._aim_rows = self._aim_rows + change  # a copy: the plan's reference stays
 
     def _watch_cycle(self, p: LiveParams, x_meas: FloatArray, fb: bool) -> None:
         """The ring watch (in feedback with automatic gains, :mod:`poise.motion.ringwatch`)
@@ -576,6 +601,12 @@ class ControlStep:
         or not measured; :mod:`poise.motion.springs`), which plans are aimed with."""
         return self.retarget.spring_scale if self.retarget is not None else 0.0
 
+    @property
+    def plant(self) -> MechanicalModel | None:
+        """The plant as its held efforts showed it, where they pin its task down (None: not,
+        or not measured; :mod:`poise.motion.masses`), which plans are aimed for."""
+        return self.retarget.plant if self.retarget is not None else None
+
     def _settled_on_plan(self, p: LiveParams) -> bool:
         """Whether the IK holds the current plan now: its move has arrived, no reference is
         followed, and ``p`` aims at the target the plan serves (where sampled re-targeting
@@ -622,7 +653,7 @@ class ControlStep:
         return limit_setpoint(self.limits, stepper.qa, proposed, self.period)[0]
 
     def _compiled_cycle(self, stepper: Any, q: FloatArray, p: LiveParams, fb: bool,
-                        saturated: bool) -> tuple[FloatArray, FloatArray]:
+                        saturated: bool, efforts: Any = None) -> tuple[FloatArray, FloatArray]:
         """h(q), the IK update, the guard and the commit of a compiled stepper in one kernel
         call (:meth:`poise.motion.compiled_steppers.CompiledStepper.cycle`); returns
         ``(h(q), x used)``."""
@@ -636,7 +667,7 @@ class ControlStep:
             raise StepFault(f"non-finite IK output ({p.algorithm})")
         if status & stepper.HELD:
             self.windup_holds += 1
-        self._retarget_cycle(p_live, x_meas, fb, saturated, q)
+        self._retarget_cycle(p_live, x_meas, fb, saturated, q, efforts)
         return x_meas, x_used
 
     def wire_cycle(self, p: LiveParams, buffers: WireBuffers, data: bytes) -> int:
@@ -670,7 +701,7 @@ class ControlStep:
             return outcome
         if g_status & stepper.HELD:
             self.windup_holds += 1
-        self._retarget_cycle(p_live, x_meas, fb, False, buffers.q)
+        self._retarget_cycle(p_live, x_meas, fb, False, buffers.q, buffers.efforts)
         self._wired = (x_meas, x_used)
         return outcome
 
@@ -689,8 +720,11 @@ class ControlStep:
         stepper.reset(np.asarray(q, dtype=float), self.limits.qa_min, self.limits.qa_max)
         self.stepper = stepper
 
-    def update(self, q: FloatArray, p: LiveParams, saturated: bool = False) -> StepOutput:
-        """One cycle from the measured ``q`` with the live parameters ``p``.
+    def update(self, q: FloatArray, p: LiveParams, saturated: bool = False,
+               efforts: Any = None) -> StepOutput:
+        """One cycle from the measured ``q`` with the live parameters ``p``; ``efforts``:
+        the measured actuator efforts (m,) (None or empty: not measured), which the
+        estimate of the plant's masses uses (:mod:`poise.motion.masses`).
 
         Raises:
             StepFault: non-finite IK output or setpoint.
@@ -708,7 +742,7 @@ class ControlStep:
         assert stepper is not None
         fb = p.mode == "fb"
         if hasattr(stepper, "cycle"):  # compiled: the whole chain below in one kernel call
-            x_meas, x_used = self._compiled_cycle(stepper, q, p, fb, saturated)
+            x_meas, x_used = self._compiled_cycle(stepper, q, p, fb, saturated, efforts)
             finite = stepper.cycle_finite  # checked in the same call
             tau = stepper.tau if self.effort_feedforward else None
         else:
@@ -723,7 +757,7 @@ class ControlStep:
             proposed = stepper.propose(aimed, x_ik, period)
             stepper.commit(self._safe_setpoint(stepper, proposed, q, fb, saturated,
                                                p.algorithm, move_qa))
-            self._retarget_cycle(p, x_meas, fb, saturated, q)
+            self._retarget_cycle(p, x_meas, fb, saturated, q, efforts)
             tau = stepper.tau if self.effort_feedforward else None
             finite = all_finite(stepper.qa, tau, stepper.q_bar)
         if not finite:
