@@ -204,8 +204,8 @@ class ControlStep:
         #: Sampled re-targeting in feedback (:mod:`poise.motion.retarget`); None: off.
         self.retarget: Retargeting | None = None if tolerance is None else Retargeting(
             model, period, tolerance, total_mass)
-        #: The task bias (:attr:`Retargeting.task_bias`) the aim rows carry now.
-        self._bias = np.zeros(model.task_dim)
+        #: The task bias (:attr:`Retargeting.task_bias`) the aim rows carry now (None: 0).
+        self._bias: FloatArray | None = None
         self._correct = False  # a window closed: its correction at look_ahead
         #: The ring watch in feedback (:mod:`poise.motion.ringwatch`): its scale on the
         #: automatic rate gains; None: off (``ring_watch`` false, or no re-targeting).
@@ -262,7 +262,7 @@ class ControlStep:
         r = self.retarget
         if plan.task_bias is not None and r is not None:  # aimed for the plant's masses
             r.task_bias = np.array(plan.task_bias, dtype=np.float64)
-            self._bias = r.task_bias.copy()
+            self._bias = r.task_bias.copy() if r.task_bias.any() else None
         self.reference, self._reference_plan, self._aim_rows = None, None, None
         self.following = None
         self._aiming = None
@@ -322,7 +322,7 @@ class ControlStep:
         end = self._serving(plan)
         self._aim_rows = rows if (plan.reachable and end is plan.target) or not len(rows) \
             else rows + (np.asarray(end, dtype=np.float64) - rows[-1])
-        if np.any(self._bias) and len(rows):  # the model's task where the plant's is at it
+        if self._bias is not None and len(rows):  # the model's task where the plant's is
             self._aim_rows = self._aim_rows + self._bias
         if self.retarget is not None and self.retarget.plan is plan and \
                 self.retarget.ended == "off":
@@ -397,7 +397,7 @@ class ControlStep:
         rows, plan = self._aim_rows, self.plan
         i = self._move_cycle
         if (not fb or moving or rows is None or plan is None or self._reference_plan is not plan
-                or (i >= rows.shape[0] and not self._bias.any())):
+                or (i >= rows.shape[0] and self._bias is None)):
             return p
         i = min(i, rows.shape[0] - 1)  # past the end with a task bias: its last row
         aiming = self._aiming
@@ -548,10 +548,10 @@ class ControlStep:
     def _carry_bias(self, bias: FloatArray) -> None:
         """Feedback aims the model's task at the target plus the task bias ``bias``
         (:mod:`poise.motion.masses`): the aim rows move by its change."""
-        change = bias - self._bias
+        change = bias if self._bias is None else bias - self._bias
         if not change.any():
             return
-        self._bias = np.array(bias, dtype=np.float64)
+        self._bias = np.array(bias, dtype=np.float64) if bias.any() else None
         if self._aim_rows is not None:
             self._aim_rows = self._aim_rows + change  # a copy: the plan's reference stays
 
