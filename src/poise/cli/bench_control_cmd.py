@@ -30,7 +30,9 @@ def register(commands: argparse._SubParsersAction, groups: dict) -> None:
                    help="simulate robot NAME with the true parameters of the model file PLANT "
                    "(e.g. poise model show NAME --json, its spring 10 %% stiffer, with an "
                    "optional [plant] table of imperfections) while the controller keeps its "
-                   "own model: how the defaults cope with a model that is off. PLANT may be "
+                   "own model, given only the robot's weighed total mass (model.total_mass: "
+                   "the plant's to 3 significant digits): how the defaults cope with a model "
+                   "that is off. PLANT may be "
                    "a named plant (stiff10, mixed15, friction, hysteresis, slack+noise, real; "
                    "docs/simulator.md): alone it applies to every robot of the run "
                    "(repeatable; a later value for a robot wins)")
