@@ -36,6 +36,7 @@ noise and the bias stays far below its threshold, so nothing changes.
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import numpy as np
 
@@ -79,14 +80,14 @@ class MassEstimate:
         self.windows = 0
         if not self.enabled:
             return
-        M: object = model
-        self._S = np.asarray(M.S, dtype=float)  # type: ignore[attr-defined]
-        self._psi0 = np.asarray(M.psi0, dtype=float)  # type: ignore[attr-defined]
-        self._g = float(M.gravity)  # type: ignore[attr-defined]
-        self._base = np.asarray(M.base, dtype=float)  # type: ignore[attr-defined]
-        a0 = np.asarray(M.a_w, dtype=float)  # type: ignore[attr-defined]
-        k0 = np.asarray(M.stiffness, dtype=float)  # type: ignore[attr-defined]
-        self._rest = np.asarray(M.q_rest, dtype=float)  # type: ignore[attr-defined]
+        M: Any = model  # a planar_tree (mass_task): its arrays by name
+        self._S = np.asarray(M.S, dtype=float)
+        self._psi0 = np.asarray(M.psi0, dtype=float)
+        self._g = float(M.gravity)
+        self._base = np.asarray(M.base, dtype=float)
+        a0 = np.asarray(M.a_w, dtype=float)
+        k0 = np.asarray(M.stiffness, dtype=float)
+        self._rest = np.asarray(M.q_rest, dtype=float)
         self._A = np.asarray(model.C, dtype=float)[:m]
         #: Springs estimated: the coordinates that have one.
         self._springs = np.flatnonzero(k0 > 0.0)
@@ -102,9 +103,9 @@ class MassEstimate:
         self._N = np.eye(p) / PRIOR**2
         self._r = np.zeros(p)
         mass_row = np.zeros(p)
-        W_com = np.asarray(M.W_com, dtype=float)  # type: ignore[attr-defined]
+        W_com = np.asarray(M.W_com, dtype=float)
         mass_row[:n] = np.linalg.solve(W_com, np.ones(n)) * scale[:n]  # 1ᵀ W_com⁻ᵀ a
-        model_mass = float(np.sum(np.asarray(M.masses, dtype=float)))  # type: ignore
+        model_mass = float(np.sum(np.asarray(M.masses, dtype=float)))
         w = 1.0 / (MASS_SIGMA * max(self.total_mass, 1e-9))
         self._N += np.outer(mass_row, mass_row) * w * w
         self._r += mass_row * (self.total_mass - model_mass) * w * w
@@ -193,8 +194,8 @@ class MassEstimate:
             raise ValueError(f"{self.model.name}: no estimate of its masses (its task is not "
                              "its centre of mass)")
         if self._plant is None:
-            M: object = self.model
-            masses = np.linalg.solve(np.asarray(M.W_com, dtype=float).T,  # type: ignore
+            M: Any = self.model
+            masses = np.linalg.solve(np.asarray(M.W_com, dtype=float).T,
                                      self.moments)
             if not np.all(masses > 0.0):
                 raise ValueError(f"estimated masses not > 0: {masses.tolist()}")
