@@ -245,3 +245,64 @@ def test_feedback_brings_the_plants_centre_of_mass_to_the_target(mixed):
     plan = loop.step.plan
     assert plan.task_bias is not None and plan.error_map is not None
     assert np.linalg.norm(loop.step.retarget.task_bias) > 10 * TOL
+
+
+def test_the_real_time_parent_plans_for_the_plant_its_child_estimated(mixed):
+    """The child's ``plant_estimate`` event (the bodies its held efforts show) reaches the
+    parent's mirror; the parent makes that plant (:func:`with_bodies`, once per estimate)
+    and aims its plans for it, as the child's own step does: at the plan's actuator goal
+    the plant rests with its centre of mass at the target. When the child drops the
+    estimate (``masses`` None) the parent plans on the model again, centimetres off."""
+    from poise.api.bus import CycleSample, Event
+    from poise.controller.realtime.messages import EventBatch
+    from poise.controller.realtime.mirror import ChildMirror
+    from poise.controller.realtime.planning import ParentPlanner
+    from poise.models.planar_tree import with_bodies
+    from poise.motion.params import LiveParams
+
+    path, plant = mixed
+    model = load_model("dancer")
+    estimate = MassEstimate(model, total_mass=plant.total_mass)
+    for q, tau in held_poses(plant, 8):
+        estimate.add(q, tau)
+    masses, stiffness = estimate.bodies()
+    made = with_bodies(model, masses, stiffness=stiffness)
+    assert np.allclose(made.masses, estimate.plant_model().masses, rtol=1e-12)
+    assert np.allclose(np.asarray(made.inertias) / made.masses,
+                       np.asarray(model.inertias) / model.masses)  # the same shapes
+    config = config_for("dancer", "fb", "alg1", path)
+    loop = SimulatedLoop(config, seed=SEED)
+    target = np.asarray(reachable_targets(plant, loop.limits.qa_min, loop.limits.qa_max,
+                                          3, SEED)[2], dtype=float)
+    mirror = ChildMirror()
+    mirror._params = LiveParams.from_config(config, target)
+    parent = ParentPlanner(mirror, config, model, None)
+    q_bar = tuple(held_poses(model, 1)[0][0].tolist())
+    sample = CycleSample(t=0.0, seq=1, state="running", q=q_bar, q_bar=q_bar, qa_ref=(),
+                         tau_ff=(), target=tuple(target), x=(0.0, 0.0), task_error=0.0,
+                         statics_residual=0.0, period_us=0.0, lateness_us=0.0,
+                         compute_us=0.0, latency_us=0.0)
+
+    def lands(plan) -> float:
+        rest = solve_statics(plant, plan.qa_goal, split(model, plan.q_goal)[1])
+        assert rest.converged and rest.stable
+        return float(np.linalg.norm(plant.fk(rest.q) - target))
+
+    def hear(masses, stiffness) -> None:
+        mirror._on_events(EventBatch([Event(1.0, "info", {
+            "code": "plant_estimate", "masses": masses, "stiffness": stiffness})]))
+
+    assert mirror.plant_bodies is None and parent._state(sample).plant is None
+    hear(masses.tolist(), stiffness.tolist())
+    assert np.allclose(mirror.plant_bodies[0], masses)
+    heard = parent._plant()
+    assert heard is parent._plant()  # made once per estimate
+    assert np.allclose(heard.masses, plant.masses, rtol=2e-3)
+    state = parent._state(sample)
+    assert state.plant is heard
+    aimed = parent._motion().target_plan(target, state)
+    assert aimed.task_bias is not None and lands(aimed) < TOL
+    hear(None, None)
+    assert mirror.plant_bodies is None and parent._plant() is None
+    blind = parent._motion().target_plan(target, parent._state(sample))
+    assert blind.task_bias is None and lands(blind) > 10 * TOL

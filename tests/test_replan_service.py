@@ -255,3 +255,46 @@ def test_the_plants_springs_are_announced_and_planned_with(stiffer_dancer):
         assert feedback["spring_scale_used"] == pytest.approx(0.1)
         assert ctl.step.motion_state(ctl.params, None).spring_scale == pytest.approx(0.1)
         assert len(_info(ctl, "spring_scale")) == 1
+
+
+def test_the_plants_estimated_bodies_are_announced_and_planned_for(stiffer_dancer):
+    """When the step's task bias from the held efforts is in use (:mod:`poise.motion.masses`;
+    here an estimate fed the held poses of a plant whose masses are 4–12 % off, as the
+    windows would leave it), the cycle announces ``plant_estimate`` once with the bodies
+    (what a real-time parent plans with), and the next plans' state carries the plant; when
+    the bias is dropped, once more with ``masses`` None, and plans are the model's."""
+    from poise.controller.service import Controller
+    from poise.models.planar_tree import with_bodies
+    from poise.motion.masses import MassEstimate
+    from test_masses import held_poses
+
+    with Controller(_config(stiffer_dancer.path)) as ctl:
+        assert ctl.start().accepted
+        _wait(lambda: ctl.state == State.RUNNING, what="running")
+        r, model = ctl.step.retarget, ctl.step.model
+        assert r is not None and ctl.step.plant is None
+        r.enabled = False  # no windows of its own meanwhile
+        scale = np.array([1.12, 0.96, 1.08, 0.94])  # body by body
+        plant = with_bodies(model, np.asarray(model.masses) * scale)
+        estimate = MassEstimate(model, total_mass=plant.total_mass)
+        poses = held_poses(plant, 6)
+        for q, tau in poses:
+            estimate.add(q, tau)
+        bias = estimate.bias(poses[0][0])
+        assert np.linalg.norm(bias) > 0.01
+        r.masses = estimate
+        r.task_bias = bias
+        _wait(lambda: _info(ctl, "plant_estimate"), what="the announcement", ctl=ctl)
+        (event,) = _info(ctl, "plant_estimate")
+        assert np.allclose(event["masses"], plant.masses, rtol=2e-3)
+        assert np.allclose(event["stiffness"], plant.stiffness, rtol=2e-3)
+        assert event["windows"] == len(poses) and event["task_bias"] == pytest.approx(bias)
+        state = ctl.step.motion_state(ctl.params, None)
+        assert state.plant is not None and np.allclose(state.plant.masses, event["masses"])
+        cycles = _cycles(ctl)  # no second announcement of the same estimate, 50 cycles on
+        _wait(lambda: _cycles(ctl) >= cycles + 50, what="50 more cycles", ctl=ctl)
+        assert len(_info(ctl, "plant_estimate")) == 1
+        r.task_bias = np.zeros_like(bias)
+        _wait(lambda: len(_info(ctl, "plant_estimate")) == 2, what="the drop", ctl=ctl)
+        assert _info(ctl, "plant_estimate")[1]["masses"] is None
+        assert ctl.step.motion_state(ctl.params, None).plant is None

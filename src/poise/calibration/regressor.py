@@ -45,6 +45,7 @@ import numpy as np
 
 from poise.models import model_from_dict
 from poise.models.base import FloatArray
+from poise.models.planar_tree import edit_bodies
 
 #: Parameter kinds and their units.
 UNITS = {"stiffness": "N*m/rad", "k_rest": "N*m", "mass_moment": "kg*m", "mass": "kg"}
@@ -250,13 +251,7 @@ class TreeRegressor(StaticsRegressor):
 
     def _edit(self, d: dict[str, Any], k: FloatArray, rest: FloatArray,
               masses: FloatArray) -> None:
-        for i, body in enumerate(d["bodies"]):
-            body["stiffness"] = float(k[i])
-            body["rest"] = float(rest[i])
-            old = float(body["mass"])
-            body["mass"] = float(masses[i])
-            # inertia about the COM scales with the mass (same shape, same material)
-            body["inertia"] = float(body["inertia"]) * float(masses[i]) / old
+        edit_bodies(d, masses, stiffness=k, rest=rest)
 
 
 class PCCRegressor(StaticsRegressor):

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from poise.controller.wirepath import WirePath
     from poise.devices.base import RawRead
     from poise.kernels.wire import WireBuffers
+    from poise.motion.retarget import Retargeting
 
     #: What the wire path prepares before a read: parameters, stepper, buffers, sequence no.
     WireTurn = tuple[LiveParams, Any, WireBuffers, int]
@@ -110,6 +111,7 @@ class Cycle:
         self._rings_seen = 0  # the ring watch's gain back-offs announced
         self._detuning_seen = 0.0  # the step's sway detuning announced (move_sway)
         self._springs_seen = 0.0  # the step's spring scale announced (spring_scale)
+        self._plant_seen = (0, False)  # mass windows, plant estimate used (plant_estimate)
         self._target_cache: tuple[object, tuple[float, ...]] = (None, ())
 
     # ------------------------------------------------------------------ the ordinary cycle
@@ -295,6 +297,27 @@ class Cycle:
             for sub in subs:
                 sub.put(cs)
 
+    def _announce_plant(self, r: Retargeting) -> None:
+        """``plant_estimate``: the plant's bodies as its held efforts show them
+        (:attr:`Retargeting.plant_bodies <poise.motion.retarget.Retargeting.plant_bodies>`:
+        ``masses`` [kg], ``stiffness`` [N·m/rad], the ``task_bias`` [task units], the
+        ``windows`` they come from), or ``masses`` None when plans are no longer aimed for
+        an estimate. A real-time parent plans with what it last heard."""
+        bodies = r.plant_bodies
+        if bodies is None:
+            self.hub.announce("info", code="plant_estimate", masses=None, stiffness=None,
+                              task_bias=None, windows=r.masses.windows,
+                              reason="the model's task is within the threshold of the "
+                                     "plant's: targets are planned on the model")
+            return
+        masses, stiffness = bodies
+        self.hub.announce("info", code="plant_estimate", masses=masses.tolist(),
+                          stiffness=stiffness.tolist(), task_bias=r.task_bias.tolist(),
+                          windows=r.masses.windows,
+                          reason="the held efforts show the plant's masses off the model's "
+                                 f"(the task {1e3 * float(np.linalg.norm(r.task_bias)):.3g} "
+                                 "mm apart): targets are planned for the plant from now on")
+
     def _retarget_events(self) -> None:
         """Sampled re-targeting's events (:mod:`poise.motion.retarget`): an ``info`` event
         ``static_correction`` for each correction (the mismatch, the actuator step, whether a
@@ -310,7 +333,9 @@ class Cycle:
         units], ``ratio`` to the move's unshaped sway on the model), which later moves chosen
         on the model allow for; ``spring_scale`` when the plant's springs as where it rested
         showed (:mod:`poise.motion.springs`: ``spring_scale``, ``samples``, ``explained``)
-        changed the scale later plans are aimed with."""
+        changed the scale later plans are aimed with; ``plant_estimate`` when the plant's
+        bodies as its held efforts show them (:mod:`poise.motion.masses`) are taken up, change
+        or are dropped (:meth:`_announce_plant`)."""
         r, ring, sway = self.step.retarget, self.step.ring, self.step.sway
         assert r is not None
         if sway is not None and sway.detuning != self._detuning_seen:
@@ -329,6 +354,12 @@ class Cycle:
                               reason="where the plant rested after moves shows its springs "
                                      f"× {1 + r.spring_scale:.3g} the model's: targets are "
                                      "planned for that from now on")
+        plant_key = (r.masses.windows, bool(r.task_bias.any()))
+        if plant_key != self._plant_seen:
+            announced = self._plant_seen[1]
+            self._plant_seen = plant_key
+            if plant_key[1] or announced:
+                self._announce_plant(r)
         if ring is not None and ring.rings != self._rings_seen:
             self._rings_seen = ring.rings
             self.hub.announce("info", code="gain_backed_off", **ring.summary(),

@@ -22,7 +22,8 @@ Elastic joints: ``U_e = ½ (q − q_rest)ᵀ K (q − q_rest)``. Gravity acts al
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import copy
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +31,7 @@ import numpy as np
 
 from poise.models import planar
 from poise.models.base import FloatArray
-from poise.models.registry import ModelError
+from poise.models.registry import ModelError, model_from_dict
 from poise.models.spec import (
     ACTUATION_KEYS,
     DIRECTIONS,  # named zero directions (angle from +x, counter-clockwise) [rad]
@@ -318,4 +319,42 @@ class PlanarTree(planar.PlanarModel):
         return f"PlanarTree({self.name!r}, n={self.n}, m={self.m}, task={self.task_name})"
 
 
-__all__ = ["DIRECTIONS", "KEYS", "Body", "ModelError", "PlanarTree", "TreeSpec"]
+PerBody = Mapping[int, float] | Sequence[float] | FloatArray
+
+
+def _per_body(values: PerBody) -> list[tuple[int, float]]:
+    """``(body index, value)`` pairs of a mapping by index or a sequence over every body."""
+    items = values.items() if isinstance(values, Mapping) else enumerate(values)
+    return [(int(i), float(v)) for i, v in items]
+
+
+def edit_bodies(description: dict[str, Any], masses: Sequence[float] | FloatArray, *,
+                stiffness: PerBody | None = None, rest: PerBody | None = None) -> None:
+    """Set the bodies of a ``planar_tree`` description (:meth:`PlanarTree.describe`) in place:
+    mass ``m_b`` [kg] of every body, its rotational inertia about its centre of mass scaled
+    with it (the same shape, the same material); joint stiffness ``k_b`` [N·m/rad] and rest
+    angle ``q_rest,b`` [rad] where given (by body index, or a value for every body). What
+    calibration identifies and what the held efforts show (:mod:`poise.motion.masses`) are
+    both made into a model this way."""
+    bodies = description["bodies"]
+    if len(masses) != len(bodies):
+        raise ValueError(f"{len(masses)} masses for {len(bodies)} bodies")
+    for body, mass in zip(bodies, masses, strict=True):
+        body["inertia"] = float(body["inertia"]) * float(mass) / float(body["mass"])
+        body["mass"] = float(mass)
+    for key, values in (("stiffness", stiffness), ("rest", rest)):
+        for i, value in _per_body(values) if values is not None else ():
+            bodies[i][key] = value
+
+
+def with_bodies(model: PlanarTree, masses: Sequence[float] | FloatArray, *,
+                stiffness: PerBody | None = None, source: str = "<edited>") -> PlanarTree:
+    """``model`` with its bodies' masses [kg] and, where given, joint stiffnesses
+    [N·m/rad] replaced (:func:`edit_bodies`), as a new model."""
+    d = copy.deepcopy(model.describe())
+    edit_bodies(d, masses, stiffness=stiffness)
+    return model_from_dict(d, source=source)  # type: ignore[no-any-return]
+
+
+__all__ = ["DIRECTIONS", "KEYS", "Body", "ModelError", "PlanarTree", "TreeSpec", "edit_bodies",
+           "with_bodies"]

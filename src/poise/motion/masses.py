@@ -35,13 +35,12 @@ noise and the bias stays far below its threshold, so nothing changes.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import numpy as np
 
-from poise.models import model_from_dict
 from poise.models.base import FloatArray, MechanicalModel
+from poise.models.planar_tree import with_bodies
 
 #: Prior: each moment and spring within this fraction of the model's value (one sigma).
 PRIOR = 0.3
@@ -78,6 +77,7 @@ class MassEstimate:
         self.total_mass = float(total_mass) if total_mass is not None else \
             float(getattr(model, "total_mass", 0.0))
         self.windows = 0
+        self._plant: MechanicalModel | None = None
         if not self.enabled:
             return
         M: Any = model  # a planar_tree (mass_task): its arrays by name
@@ -110,7 +110,6 @@ class MassEstimate:
         self._N += np.outer(mass_row, mass_row) * w * w
         self._r += mass_row * (self.total_mass - model_mass) * w * w
         self._x = np.linalg.solve(self._N, self._r)
-        self._plant: MechanicalModel | None = None
         # the windows' weighted equations alone, summed (for their agreement, scatter):
         # Σ YᵀY, Σ Yᵀe, Σ eᵀe and the number of rows
         self._data = (np.zeros_like(self._N), np.zeros_like(self._r), 0.0, 0)
@@ -182,32 +181,39 @@ class MassEstimate:
         p = self.nominal + self._x * self._scale if self.enabled else np.zeros(n)
         return p[:n]
 
-    def plant_model(self) -> MechanicalModel:
-        """The model with the estimated masses ``m̂ = W_com⁻ᵀ â`` (each inertia scaled with
-        its mass, the bodies' shapes kept) and springs ``k̂``: the plant as the windows so far
-        show it (its task value is :meth:`com`; made once per window seen).
+    def bodies(self) -> tuple[FloatArray, FloatArray]:
+        """The bodies as the windows so far show them: masses ``m̂ = W_com⁻ᵀ â`` (n,) [kg]
+        and joint stiffnesses (n,) [N·m/rad], ``k̂`` where the model has a spring, else the
+        model's (what :meth:`plant_model` is made of, and what the service announces to a
+        real-time parent: ``plant_estimate``).
 
         Raises:
-            ValueError: not :attr:`enabled`, or an estimated mass not > 0.
+            ValueError: not :attr:`enabled`.
         """
         if not self.enabled:
             raise ValueError(f"{self.model.name}: no estimate of its masses (its task is not "
                              "its centre of mass)")
+        M: Any = self.model
+        masses = np.linalg.solve(np.asarray(M.W_com, dtype=float).T, self.moments)
+        stiffness = np.array(M.stiffness, dtype=float)
+        stiffness[self._springs] = self.nominal[self.model.n:self._c0] + \
+            self._x[self.model.n:self._c0] * self._scale[self.model.n:self._c0]
+        return masses, stiffness
+
+    def plant_model(self) -> MechanicalModel:
+        """The model with the estimated bodies (:meth:`bodies`; each inertia scaled with its
+        mass, the bodies' shapes kept): the plant as the windows so far show it (its task
+        value is :meth:`com`; made once per window seen).
+
+        Raises:
+            ValueError: not :attr:`enabled`, or an estimated mass not > 0.
+        """
         if self._plant is None:
-            M: Any = self.model
-            masses = np.linalg.solve(np.asarray(M.W_com, dtype=float).T,
-                                     self.moments)
+            masses, stiffness = self.bodies()
             if not np.all(masses > 0.0):
                 raise ValueError(f"estimated masses not > 0: {masses.tolist()}")
-            springs = self.nominal[self.model.n:self._c0] + \
-                self._x[self.model.n:self._c0] * self._scale[self.model.n:self._c0]
-            d = copy.deepcopy(self.model.describe())
-            for i, body in enumerate(d["bodies"]):
-                body["inertia"] = float(body["inertia"]) * float(masses[i]) / float(body["mass"])
-                body["mass"] = float(masses[i])
-            for col, i in enumerate(self._springs):
-                d["bodies"][i]["stiffness"] = float(springs[col])
-            self._plant = model_from_dict(d, source="<estimated plant>")
+            self._plant = with_bodies(self.model, masses,  # type: ignore[arg-type]
+                                      stiffness=stiffness, source="<estimated plant>")
         return self._plant
 
     def com(self, q: FloatArray) -> FloatArray:

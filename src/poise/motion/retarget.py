@@ -319,12 +319,18 @@ class Retargeting:
         <poise.motion.masses.MassEstimate.plant_model>`) where the last window's task bias
         was used (:meth:`bias_at`: the model off by more than the threshold, the estimate
         pinned down), which plans are then aimed for; else None."""
+        return self.masses.plant_model() if self.plant_bodies is not None else None
+
+    @property
+    def plant_bodies(self) -> tuple[FloatArray, FloatArray] | None:
+        """The bodies of :attr:`plant` (:meth:`MassEstimate.bodies
+        <poise.motion.masses.MassEstimate.bodies>`: masses [kg], joint stiffnesses
+        [N·m/rad]) without making the model (the cycle announces them); None where
+        :attr:`plant` is None."""
         if not self.task_bias.any():
             return None
-        try:
-            return self.masses.plant_model()
-        except ValueError:  # an estimated mass not > 0: not a plant
-            return None
+        masses, stiffness = self.masses.bodies()
+        return (masses, stiffness) if np.all(masses > 0.0) else None  # else: not a plant
 
     @property
     def spring_scale(self) -> float:

@@ -1,7 +1,8 @@
 """What the parent knows of the real-time process's controller without asking it.
 
 :class:`ChildMirror` holds ``state``, ``reason``, ``params``, ``estops``, ``target_status`` and
-``target_note`` as the child last reported them (its
+``target_note`` (and what its step measured of the plant: detuning, spring scale, bodies)
+as the child last reported them (its
 :class:`~poise.controller.realtime.messages.EstopCount`, ``EventBatch``, ``ParamsChanged``,
 ``PlanChanged``), republishes the child's events to this process's subscribers, and feeds them
 the cycle records read from the shared-memory ring. Reading any of it costs no round trip.
@@ -31,6 +32,10 @@ if TYPE_CHECKING:  # imported where used: spawning the child needs neither (SciP
     from poise.motion.safety import SafetyLimits
 
 
+#: A plant's bodies: masses [kg] and joint stiffnesses [N·m/rad], one of each per body.
+PlantBodies = tuple[tuple[float, ...], tuple[float, ...]]
+
+
 class ChildMirror(SubscriberHub):
     """The child controller's observable state, as it last reported it (see the module
     docstring). A subclass sets ``_params`` (the live parameters it starts from) before any
@@ -54,6 +59,7 @@ class ChildMirror(SubscriberHub):
         self._last_summary: dict[str, Any] = {}
         self._detuning = 0.0  # the child's step's detuning (its move_sway events)
         self._spring_scale = 0.0  # the child's step's spring scale (its spring_scale events)
+        self._plant_bodies: PlantBodies | None = None  # its plant_estimate events'
         self._final: dict[str, Any] | None = None
 
     @property
@@ -101,6 +107,14 @@ class ChildMirror(SubscriberHub):
         parent's plans are aimed with it."""
         return self._spring_scale
 
+    @property
+    def plant_bodies(self) -> PlantBodies | None:
+        """The plant's bodies (masses [kg], joint stiffnesses [N·m/rad]) as the child's step
+        estimated them from the held efforts (its last ``info`` ``plant_estimate`` event;
+        :mod:`poise.motion.masses`): the parent's plans are aimed for that plant. None: the
+        child plans on the model."""
+        return self._plant_bodies
+
     def wait_for(self, *states: State, timeout: float = 5.0) -> bool:
         """Block until the state is one of ``states``; False on timeout."""
         with self._changed:
@@ -135,6 +149,10 @@ class ChildMirror(SubscriberHub):
                 self._detuning = float(ev.data.get("detuning", self._detuning))
             elif ev.kind == "info" and ev.data.get("code") == "spring_scale":
                 self._spring_scale = float(ev.data.get("spring_scale", self._spring_scale))
+            elif ev.kind == "info" and ev.data.get("code") == "plant_estimate":
+                masses, stiffness = ev.data.get("masses"), ev.data.get("stiffness")
+                self._plant_bodies = None if masses is None or stiffness is None else \
+                    (tuple(map(float, masses)), tuple(map(float, stiffness)))
             self._publish(ev)
 
     def _drain_ring(self, ring: CycleRing) -> None:
@@ -194,4 +212,4 @@ def _finite(v: Any) -> Any:
     return v
 
 
-__all__ = ["ChildMirror"]
+__all__ = ["ChildMirror", "PlantBodies"]

@@ -33,7 +33,8 @@ from poise.controller.realtime.messages import PlanChanged, PlanRefined
 from poise.controller.refine import PlanRefiner, QuickTarget, RefineJob
 
 if TYPE_CHECKING:
-    from poise.controller.realtime.mirror import ChildMirror
+    from poise.api.bus import CycleSample
+    from poise.controller.realtime.mirror import ChildMirror, PlantBodies
     from poise.models.base import MechanicalModel
     from poise.motion.live import TrajectoryRun
     from poise.motion.motion_planner import MotionPlanner, MotionState, Move
@@ -77,6 +78,8 @@ class ParentPlanner:
         self._serials = itertools.count(1)
         self._quick: dict[int, MotionState] = {}
         self._quick_lock = threading.Lock()
+        #: The plant made of the child's last estimate of its bodies (:meth:`_plant`).
+        self._plant_made: tuple[PlantBodies | None, MechanicalModel | None] = (None, None)
         cpus = plan_cpus(config.loop.cpu)[0]
         #: Refines the quick plans the child adopted (one thread, the newest job only).
         self.refiner = PlanRefiner(self._refining, self._refined,
@@ -109,17 +112,13 @@ class ParentPlanner:
             self._config.loop.targets == "stream"
         if streamed:  # a sample of a moving reference: never planned
             return None
-        from poise.motion.motion_planner import MotionState
         from poise.motion.params import ParamError, gains_automatic, parse_target
         from poise.motion.planner import UnstableTarget
 
         self.refiner.cancel()  # an older target's refinement: the child drops it anyway
         try:
             target = parse_target(command.value, self._model.task_dim, self._reach)
-            q_bar = np.asarray(s.q_bar, dtype=float)
-            state = MotionState(mirror.params, q_bar=q_bar, q=np.asarray(s.q, dtype=float),
-                                goal=mirror._plan_goal, move_from=q_bar,
-                                detuning=mirror.detuning, spring_scale=mirror.spring_scale)
+            state = self._state(s)
             planner = self._motion()
             if self._config.loop.live_targets and gains_automatic(mirror.params):
                 planner.limits = mirror._limits  # type: ignore[assignment]
@@ -140,6 +139,35 @@ class ParentPlanner:
         except ParamError as exc:
             return exc
 
+    def _state(self, s: CycleSample) -> MotionState:
+        """The state a plan is made from: the cycle record ``s``'s q̄ and q, the current
+        plan's goal, the live parameters, and what the child's step measured of the plant
+        (detuning, spring scale, and its bodies: :meth:`_plant`)."""
+        from poise.motion.motion_planner import MotionState
+
+        mirror = self._mirror
+        q_bar = np.asarray(s.q_bar, dtype=float)
+        return MotionState(mirror.params, q_bar=q_bar, q=np.asarray(s.q, dtype=float),
+                           goal=mirror._plan_goal, move_from=q_bar, detuning=mirror.detuning,
+                           spring_scale=mirror.spring_scale, plant=self._plant())
+
+    def _plant(self) -> MechanicalModel | None:
+        """The plant as the child's step estimated its bodies (:attr:`ChildMirror.
+        plant_bodies <poise.controller.realtime.mirror.ChildMirror.plant_bodies>`), made
+        here once per estimate (:func:`~poise.models.planar_tree.with_bodies`); None: plan
+        on the model."""
+        bodies = self._mirror.plant_bodies
+        if bodies is None:
+            return None
+        if self._plant_made[0] is not bodies:
+            from poise.models.planar_tree import with_bodies
+
+            masses, stiffness = bodies
+            self._plant_made = (bodies, with_bodies(
+                self._model, masses, stiffness=stiffness,  # type: ignore[arg-type]
+                source="<estimated plant>"))
+        return self._plant_made[1]
+
     def plan_aim(self, aim: np.ndarray) -> TargetPlan | None:
         """A stall's re-plan for the child (:mod:`poise.controller.replan`, in the
         re-planner's thread): ``aim`` planned from the newest cycle record's q̄ and q and the
@@ -151,16 +179,11 @@ class ParentPlanner:
         Raises:
             UnstableTarget, ParamError: no stable held configuration, a gain refused there.
         """
-        from poise.motion.motion_planner import MotionState
-
         mirror = self._mirror
         s, limits = mirror._last_sample, mirror._limits
         if mirror.state != State.RUNNING or s is None or limits is None:
             return None
-        q_bar = np.asarray(s.q_bar, dtype=float)
-        state = MotionState(mirror.params, q_bar=q_bar, q=np.asarray(s.q, dtype=float),
-                            goal=mirror._plan_goal, move_from=q_bar,
-                            detuning=mirror.detuning, spring_scale=mirror.spring_scale)
+        state = self._state(s)
         planner = self._motion()
         planner.limits, planner.stepper_factory = limits, self._steppers()
         plan, move = planner.replan(np.asarray(aim, dtype=float), state)
