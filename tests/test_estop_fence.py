@@ -263,6 +263,65 @@ def test_a_backlog_of_states_already_left_never_replaces_the_retained_estop(brok
         forget(mc)
 
 
+class _LatchesWhilePublished:
+    """A controller that is ``running`` when the bridge reads its state and has latched an
+    e-stop by the time the bridge reads its target status in the same ``$state`` (what a
+    stall between the two, a flood holding the bridge's loop, lets happen): its ``estop``
+    event queued, and the refusal of an older command owed (as the intake owes it)."""
+
+    def __init__(self, events: SampleQueue, outbox: Outbox, topics: Topics) -> None:
+        self.state, self._events, self._outbox, self._topics = "running", events, outbox, topics
+
+    @property
+    def target_status(self) -> str:
+        if self.state == "running":
+            self.state = "estop"
+            self._events.put(Event(3.0, "state", {"from": "running", "to": "estop",
+                                                   "cause": "mqtt e-stop"}))
+            self._outbox.append(self._topics.response, dumps({
+                "id": "t0", "command": "target", "accepted": False,
+                "reason": ESTOP_CANCELLED}))
+        return "reachable"
+
+
+def test_an_answer_never_overtakes_the_estop_latched_while_a_state_was_published(
+        broker_url):  # noqa: F811
+    """The e-stop latches while the bridge is publishing ``running`` (retained: it was the
+    state when read, and it replaces the e-stop connection's ``estop``). The refusal owed
+    meanwhile leaves only after the bridge's ``$state`` ``estop``: whoever has the refusal
+    and then connects finds ``estop`` (the end-to-end test above once found ``running``: the
+    answers went first, the ``estop`` a call later)."""
+    mc = MqttConfig.from_settings(_config().mqtt, url=broker_url,
+                                  robot_id="fence-" + uuid.uuid4().hex[:8])
+    topics, events, outbox = Topics(mc.robot_id), SampleQueue(), Outbox()
+    handler = _LatchesWhilePublished(events, outbox, topics)
+    publisher = TelemetryPublisher(handler, None, events, mc, topics, BridgeStats(), outbox)
+
+    async def owed() -> None:
+        outbox.bind()
+        async with mqtt_client(mc) as client:
+            await publisher.owed(client)
+
+    try:
+        with Recorder(mc) as live:
+            asyncio.run(_publish_retained(mc, topics.state, dumps(state_dict(
+                "estop", "mqtt e-stop", t=time.time()))))  # the e-stop's connection
+            asyncio.run(owed())
+            refusal = live.wait_for(lambda m: m.name == "response", WAIT)
+            assert refusal is not None and refusal.json()["reason"] == ESTOP_CANCELLED
+            states = [m.json()["state"] for m in live.named("$state")]
+            # the stale "running" went out (it was the state when read), the estop after it
+            after = states[states.index("running") + 1:]
+            assert after and set(after) == {"estop"}, states
+            assert live.messages.index(refusal) > max(
+                i for i, m in enumerate(live.messages) if m.name == "$state")
+        with Recorder(mc) as late:
+            seen = late.wait_for(lambda m: m.name == "$state", WAIT)
+            assert seen is not None and seen.retain and seen.json()["state"] == "estop"
+    finally:
+        forget(mc)
+
+
 async def _publish_retained(mc: MqttConfig, topic: str, payload: bytes) -> None:
     async with mqtt_client(mc) as client:
         await client.publish(topic, payload, qos=1, retain=True, timeout=5)

@@ -16,7 +16,7 @@ import collections
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,12 +135,17 @@ class Outbox:
                 await asyncio.wait_for(pending.wait(), remaining)
         return bool(self._owed) and not stop()
 
-    async def flush(self, client: aiomqtt.Client) -> None:
+    async def flush(self, client: aiomqtt.Client,
+                    before: Callable[[], Awaitable[None]] | None = None) -> None:
         """Publish owed QoS-1 messages in order, up to :data:`WINDOW` in flight; each leaves
-        the queue once acknowledged (a message lost with the connection is sent again)."""
+        the queue once acknowledged (a message lost with the connection is sent again).
+        ``before`` is awaited before each window leaves (the publisher's states: what the
+        controller entered meanwhile goes out ahead of the answers owed since)."""
         assert self._lock is not None
         async with self._lock:
             while self._owed:
+                if before is not None:
+                    await before()
                 window = [self._owed.popleft() for _ in range(min(WINDOW, len(self._owed)))]
                 results = await asyncio.gather(
                     *(client.publish(topic, payload, qos=1, timeout=5)
@@ -229,7 +234,21 @@ class TelemetryPublisher:
         """The events since the last call, ``$state`` and ``params`` if they changed, then
         the owed messages, in that order: a command's answer never arrives before the
         ``$state`` it brought about. The pump calls it between its ticks as soon as an answer
-        is owed (:meth:`Outbox.wait_owed`), not only at the telemetry's rate."""
+        is owed (:meth:`Outbox.wait_owed`), not only at the telemetry's rate.
+
+        The events are drained again before each window of owed messages leaves: publishing
+        a ``$state`` waits for the broker, and what the controller entered meanwhile must go
+        out before the answers owed meanwhile. (Stalled there, a flood holding the bridge's
+        event loop, the bridge sent the e-stop's refusals of older commands first and its
+        ``$state`` ``estop`` only at the next call, while the ``running`` it had been
+        publishing, retained, replaced the e-stop connection's ``estop``: a dashboard that
+        connected after the refusals found ``running``.)"""
+        await self._states(client)
+        await self.outbox.flush(client, before=lambda: self._states(client))
+
+    async def _states(self, client: aiomqtt.Client) -> None:
+        """The events since the last call (a ``$state`` for each state entered), then
+        ``$state`` and ``params`` if they changed."""
         if self.events is not None:
             for event in self.events.drain():
                 self.stats.events += 1
@@ -240,7 +259,6 @@ class TelemetryPublisher:
                 elif event.kind == "param":
                     self.params_dirty = True
         await self.publish_status(client)
-        await self.outbox.flush(client)
 
     async def publish_status(self, client: aiomqtt.Client) -> None:
         """Republish the retained ``$state`` and ``params`` if they changed."""
