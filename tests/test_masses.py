@@ -197,6 +197,7 @@ def test_a_plan_aimed_for_the_plant_lands_where_the_plant_holds_the_target(mixed
         assert rest.converged and rest.stable
         assert np.linalg.norm(plant.fk(rest.q) - target) < TOL
         assert np.allclose(aimed.task_bias, model.fk(rest.q) - target, atol=1e-6)
+        assert np.allclose(aimed.plant_rest, rest.q, atol=1e-6)
         answer = held_jacobian(blocks(plant, rest.q)) @ np.linalg.pinv(
             held_jacobian(blocks(model, aimed.q_goal)))
         assert np.allclose(aimed.error_map @ answer, np.eye(2), atol=1e-9)
@@ -306,3 +307,55 @@ def test_the_real_time_parent_plans_for_the_plant_its_child_estimated(mixed):
     assert mirror.plant_bodies is None and parent._plant() is None
     blind = parent._motion().target_plan(target, parent._state(sample))
     assert blind.task_bias is None and lands(blind) > 10 * TOL
+
+
+def test_a_move_aimed_for_the_plant_is_chosen_by_simulating_the_plant(mixed):
+    """Bench target 5 from the bench's start, aimed for the ``mixed15`` plant itself (the
+    plan carries where the plant rests and its modes there): the
+    move :func:`choose_move` picks by simulating the plant (``plant``) brings the plant to
+    rest within the tolerance in under half the time the move picked on the model (whose
+    masses are off) does, both simulated on the plant; the plant ends on the target, and the
+    prediction ends at the model's task where the plant rests (target + task bias), a held
+    equilibrium of the plant."""
+    from poise.motion.motion_planner import MotionState
+    from poise.motion.params import with_plan
+    from poise.motion.reference import Prediction, choose_move, settle_time
+    from poise.motion.stability import structural_modes
+
+    path, plant = mixed
+    loop = SimulatedLoop(config_for("dancer", "fb", "alg1", path), seed=SEED)
+    model, planner = loop.model, loop.planner
+    planner.stepper_factory = loop.step.stepper_factory
+    target = reachable_targets(plant, loop.limits.qa_min, loop.limits.qa_max, 6, SEED)[5]
+    loop.start()
+    q_bar = np.array(loop.step.stepper.q_bar)
+    plan = planner.target_plan(target, MotionState(loop.params, q_bar=q_bar, plant=plant))
+    assert plan.task_bias is not None
+    # its structural modes are the plant's where it rests (the window, the sway watch and
+    # the shapers use them), 12 % slower than the model's at the aim
+    assert np.linalg.norm(split(plant, plant.G(plan.plant_rest))[1]) < 1e-6
+    assert np.linalg.norm(plant.fk(plan.plant_rest) - target) < 0.5 * TOL
+    slow = structural_modes(plant, plan.plant_rest, plan.loop.actuators)[0]
+    assert plan.slowest_mode().omega == pytest.approx(slow.omega, rel=1e-9)
+    assert slow.period > 1.1 * plan.loop.slowest_mode().period
+    params, o = with_plan(loop.params, plan), planner.options
+
+    def on_plant(chosen):
+        prediction = Prediction(model, chosen, q_bar, params, period=o.period,
+                                limits=planner.limits, effort_feedforward=o.effort_feedforward,
+                                shaper=o.shaper, stepper_factory=planner.stepper_factory,
+                                plant=plant)
+        prediction.run(o.tolerance)
+        return prediction, settle_time(prediction.rows, prediction.goal, o.tolerance, o.period)
+
+    settle = {}
+    for name, body in (("model", None), ("plant", plant)):
+        chosen = choose_move(plan, q_bar, params, o, model, planner.limits,
+                             planner.stepper_factory, plant=body)
+        prediction, settle[name] = on_plant(chosen)
+        assert np.allclose(prediction.goal, plan.serves + plan.task_bias, atol=1e-6)
+        q_end = prediction.state[0]
+        assert np.linalg.norm(plant.fk(q_end) - target) < 0.5 * TOL
+        g_u = split(plant, plant.G(prediction.q_rest))[1]
+        assert np.linalg.norm(g_u) < 1e-6  # G_u = 0 where it rests: held
+    assert settle["plant"] < 0.5 * settle["model"], settle

@@ -115,7 +115,6 @@ def dwell_move(model: MechanicalModel, plan: TargetPlan, q_bar: FloatArray,
     omega_a = plan.loop.actuators.omega
     after = max(SERVO_SETTLE / omega_a if math.isfinite(omega_a) and omega_a > 0 else 0.0,
                 AFTER_PERIODS * slow.period)
-    qu_goal = split(model, plan.q_goal)[1]
 
     def candidate(x: FloatArray) -> TargetPlan:
         return replace(plan, shaper=Shaper(), start_shaper=Shaper(), speed=1.0,
@@ -124,8 +123,9 @@ def dwell_move(model: MechanicalModel, plan: TargetPlan, q_bar: FloatArray,
     def residual(x: FloatArray) -> FloatArray:
         prediction = predict(candidate(x))
         prediction.run_move(after)
-        q, qd = prediction.state
-        return np.concatenate([split(model, q)[1] - qu_goal, split(model, qd)[1] / slow.omega])
+        q, qd = prediction.state  # against where the simulated body rests at the goal
+        return np.concatenate([split(model, q)[1] - split(model, prediction.q_rest)[1],
+                               split(model, qd)[1] / slow.omega])
 
     tried = [(x, residual(x)) for x in (np.array([0.5, p]) for p in FIRST_PAUSES)]
     straight = float(np.linalg.norm(tried[0][1]))  # no pause: the unshaped line

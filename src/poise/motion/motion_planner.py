@@ -218,22 +218,27 @@ class MotionPlanner:
         """``plan`` made a move: the parameters at its target
         (:func:`~poise.motion.params.with_plan`), then its move from ``state.move_from``
         chosen on the model with them (:func:`~poise.motion.reference.choose_move`; none
-        chosen without ``move_from``). A plan aimed for the plant's springs far from its
-        target (its ``plant_modes`` set, :func:`~poise.motion.planner.for_springs`,
-        :data:`~poise.motion.planner.AIM_NEAR`) keeps its own move, shaped for the plant's
-        modes: the model's transient to such an aim (the dancer's: 4–25 cm off) is not the
-        plant's.
+        chosen without ``move_from``). A plan aimed for the plant its held efforts show
+        (``task_bias`` set, :func:`~poise.motion.planner.for_plant`) has its move chosen by
+        simulating that plant (``state.plant``) instead of the model. A plan aimed for the
+        plant's springs far from its target (its ``plant_modes`` set,
+        :func:`~poise.motion.planner.for_springs`, :data:`~poise.motion.planner.AIM_NEAR`)
+        keeps its own move, shaped for the plant's modes: the model's transient to such an
+        aim (the dancer's: 4–25 cm off) is not the plant's.
 
         Raises:
             ParamError: an explicit gain at or above the bound at the new target.
         """
         params = _params_at(plan, state, "move")
-        if state.move_from is not None and plan.plant_modes is not None:
+        if state.move_from is not None and plan.plant_modes is not None and \
+                plan.task_bias is None:
             plan = with_reference(plan, state.move_from, params, self.options, self.model,
                                   self.limits, self.stepper_factory)
         elif state.move_from is not None:
+            plant = state.plant if plan.task_bias is not None else None
             plan = choose_move(plan, state.move_from, params, self.options, self.model,
-                               self.limits, self.stepper_factory, detuning=state.detuning)
+                               self.limits, self.stepper_factory, detuning=state.detuning,
+                               plant=plant)
         return Move(_static_reference(plan), params)
 
 

@@ -139,11 +139,12 @@ class TargetPlan:
             (:func:`for_springs`) reaches ``serves`` where the model goes to ``target``;
             feedback then follows the reference shifted to end at ``serves``.
         plant_rest: where such a plant rests at :attr:`qa_goal` (n,): the held
-            configuration of the model with its springs × ``1 +`` :attr:`springs`; None for
-            a plan not aimed.
+            configuration of the model with its springs × ``1 +`` :attr:`springs`, or of the
+            plant its held efforts show (:func:`for_plant`); None for a plan not aimed.
         springs: the spring scale the plan is aimed for (0: not aimed).
         plant_modes: the plant's structural modes at :attr:`plant_rest` (slowest first),
-            which the move is shaped for (:meth:`structural_modes`); None: the loop's.
+            which the move is shaped for and the corrections' window and the sway watch
+            use (:meth:`structural_modes`); None: the loop's.
         task_bias: for a plan aimed for the plant its held efforts show
             (:func:`for_plant`): the model's task value where that plant will rest minus the
             target it serves [task units], what feedback adds to its aim
@@ -258,7 +259,7 @@ def plan_target(model: MechanicalModel, target: FloatArray, starts: Sequence[Flo
     here = next((np.asarray(q, dtype=float) for q in starts if q is not None),
                 np.zeros(model.n))
     return _linearised(model, plan, here, period, delay, effort_feedforward, params, shaper,
-                       uncertainty)
+                       uncertainty, plant)
 
 
 def quick_target(model: MechanicalModel, target: FloatArray, q_bar: FloatArray, tol: float,
@@ -308,7 +309,7 @@ def quick_target(model: MechanicalModel, target: FloatArray, q_bar: FloatArray, 
         plan = _aimed(model, _plan(model, target, r, True), tol, spring_scale, plant, qa_min,
                       qa_max)
     return _linearised(model, plan, here, period, delay, effort_feedforward, None, shaper,
-                       uncertainty)
+                       uncertainty, plant)
 
 
 def for_springs(model: MechanicalModel, plan: TargetPlan, spring_scale: float, tol: float,
@@ -373,10 +374,12 @@ def for_plant(model: MechanicalModel, plan: TargetPlan, plant: MechanicalModel, 
     Where the search misses because at the model's goal the plant rests on another branch
     (``mixed15``'s target 16: it tips over its pointe to the other side, a metre off),
     ``qa*`` is the plant's own held configuration for the target, solved as the model's
-    are. The move stays the model's (chosen on it and shaped for its modes at the aim):
-    shaped for the estimated plant's modes where it rests instead (as :func:`for_springs`
-    times a far aim), the dancer's ``mixed15`` targets settled no sooner on the whole (7 of
-    17 sooner, 9 later by 1–7 s).
+    are. The plan carries where ``plant`` rests (``plant_rest``), and with the loop linearised
+    its structural modes there (``plant_modes``); its move is chosen by simulating ``plant``
+    (:func:`~poise.motion.reference.choose_move`'s ``plant``): chosen on the model, a move
+    that settles the model left the plant swaying for 10 s, and only shaping the model's
+    move for the plant's modes settled the dancer's ``mixed15`` targets no sooner on the
+    whole (7 of 17 sooner, 9 later by 1–7 s).
 
     On the dancer whose masses are 5–15 % off (``mixed15``) the model's held map and its
     centre of mass are both off (by 2–5 cm at the bench's targets); aimed only by the bias
@@ -419,7 +422,7 @@ def for_plant(model: MechanicalModel, plan: TargetPlan, plant: MechanicalModel, 
     error_map = np.linalg.inv(answer) if np.linalg.cond(answer) < MAP_CONDITION else None
     return replace(plan, target=np.asarray(model.fk(q), dtype=float), reachable=True,
                    q_goal=q, qa_goal=np.asarray(qa_star, dtype=float), error=0.0,
-                   serves=target, task_bias=bias, error_map=error_map)
+                   serves=target, task_bias=bias, error_map=error_map, plant_rest=rest)
 
 
 def _aimed(model: MechanicalModel, plan: TargetPlan, tol: float, spring_scale: float,
@@ -459,29 +462,35 @@ def rest_pose(model: MechanicalModel) -> FloatArray:
 
 def _linearised(model: MechanicalModel, plan: TargetPlan, here: FloatArray, period: float,
                 delay: int, effort_feedforward: bool, params: Any, shaper: str,
-                uncertainty: float = GAIN_UNCERTAINTY) -> TargetPlan:
+                uncertainty: float = GAIN_UNCERTAINTY, plant: MechanicalModel | None = None
+                ) -> TargetPlan:
     """``plan`` with the loop linearised at its goal (at ``here``, the current q̄, without
     one), the bounds of ``params``' algorithm computed ahead when given, and the shapers of
-    the move's end and start (the structural modes at the goal and at ``here``)."""
+    the move's end and start (the structural modes at the goal, the plant's for a plan
+    aimed for it, and at ``here``)."""
     at = plan.q_goal if plan.q_goal is not None else here
     loop = LoopLinearisation(model, at, period, delay=delay,
                              effort_feedforward=effort_feedforward, uncertainty=uncertainty)
     if params is not None:
         warm(loop, IKGains.of(params), getattr(params, "auto", ()))
     _ = loop.projection  # made here, not in the cycle that adopts the plan
-    plan = replace(plan, loop=loop, plant_modes=_plant_modes(model, plan, loop))
+    plan = replace(plan, loop=loop, plant_modes=_plant_modes(model, plan, loop, plant))
     return replace(plan, shaper=shaper_for(plan.structural_modes(), shaper),
                    start_shaper=shaper_for(structural_modes(model, here, loop.actuators),
                                            shaper))
 
 
-def _plant_modes(model: MechanicalModel, plan: TargetPlan, loop: LoopLinearisation
-                 ) -> tuple[Mode, ...] | None:
-    """The structural modes of the plant where a plan aimed for its springs leaves it
-    (:attr:`TargetPlan.plant_rest`, the springs × ``1 +`` :attr:`TargetPlan.springs`);
-    None for a plan not aimed."""
+def _plant_modes(model: MechanicalModel, plan: TargetPlan, loop: LoopLinearisation,
+                 plant: MechanicalModel | None = None) -> tuple[Mode, ...] | None:
+    """The structural modes of the plant where a plan aimed for it leaves it
+    (:attr:`TargetPlan.plant_rest`): ``plant``'s, the plant its held efforts show, for a
+    plan aimed for it (:func:`for_plant`: the dancer's slowest mode on ``mixed15`` up to 20 %
+    off the model's at the aim, 6.8 s against 8.4 s at bench target 16); else the model's
+    with its springs × ``1 +`` :attr:`TargetPlan.springs`. None for a plan not aimed."""
     if plan.plant_rest is None:
         return None
+    if plan.task_bias is not None and plant is not None:
+        return tuple(structural_modes(plant, plan.plant_rest, loop.actuators))
     return tuple(structural_modes(model, plan.plant_rest, loop.actuators, 1.0 + plan.springs))
 
 

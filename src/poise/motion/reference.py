@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from poise.api.rules import MODE_CHANGE
-from poise.models.actuation import split
+from poise.models.actuation import join, split
 from poise.models.base import FloatArray, MechanicalModel
 from poise.motion.dwell import dwell_move
 from poise.motion.options import MotionOptions, RunSettings
@@ -99,6 +99,18 @@ def predicts(model: MechanicalModel, options: MotionOptions | RunSettings) -> bo
     return model.n > model.m and (o.follow_model or o.choose_move)
 
 
+def plant_rest(model: MechanicalModel, plant: MechanicalModel, q: FloatArray
+               ) -> FloatArray | None:
+    """Where ``plant`` rests held at the actuators of the model's configuration ``q`` (n,)
+    (its passive coordinates solved from ``q``'s); None where it holds no stable rest
+    there."""
+    from poise.ik.statics import solve_statics
+
+    qa, qu = split(model, np.asarray(q, dtype=float))
+    sol = solve_statics(plant, qa, qu)
+    return join(plant, qa, sol.qu) if sol.converged and sol.stable else None
+
+
 class Prediction:
     """The model's response to one plan's move, simulated on demand (:meth:`run`) and
     resumable: :func:`choose_move` runs every candidate only until it is settled enough to
@@ -110,13 +122,25 @@ class Prediction:
     model's dynamics with the devices' default position loop
     (:class:`~poise.sim.simulator.Simulator`), from rest at ``q_bar``, in simulated time;
     nothing here touches the live loop. Row ``i`` of :attr:`rows` is ``h(q)`` at the sample
-    of the move's cycle ``i`` (0: the cycle that starts the move) [task units]."""
+    of the move's cycle ``i`` (0: the cycle that starts the move) [task units].
+
+    ``plant``: the body that moves, when the robot is known to differ from the model (its
+    masses as its held efforts show them, :mod:`poise.motion.masses`): the same control
+    step, still on the model, drives ``plant``'s dynamics from where it rests at q̄'s
+    actuators (:func:`plant_rest`); the rows are still the model's task at its ``q`` (what
+    the loop measures), and the response ends at :attr:`goal`, the model's task where it
+    rests at the plan's actuator goal, not at the plan's ``target``; after the move the IK
+    holds the model at the plan's ``target`` (its aim), as feedback then does.
+
+    Raises:
+        ValueError: ``plant`` holds no stable rest at q̄'s or the goal's actuators.
+    """
 
     def __init__(self, model: MechanicalModel, plan: TargetPlan, q_bar: FloatArray,
                  params: LiveParams, *, period: float, limits: SafetyLimits,
                  effort_feedforward: bool, shaper: str,
                  stepper_factory: Callable[[str, MechanicalModel], Stepper],
-                 compiled: bool = True) -> None:
+                 compiled: bool = True, plant: MechanicalModel | None = None) -> None:
         from poise.motion.step import ControlStep
         from poise.sim.simulator import Simulator
 
@@ -139,11 +163,30 @@ class Prediction:
         step.reset(np.asarray(q_bar, dtype=float), params.algorithm)
         stepper = step.stepper
         assert stepper is not None
-        self._sim = Simulator(model, q0=stepper.q_bar, compiled=compiled)  # at rest, held
+        #: Where the simulated body rests at the plan's actuator goal (n,), and the model's
+        #: task there [task units]: the plan's goal and target on the model.
+        self.q_rest = np.asarray(plan.q_goal if plan.q_goal is not None else stepper.q_bar,
+                                 dtype=float)
+        self.goal = np.asarray(plan.target, dtype=float)
+        q0 = stepper.q_bar
+        if plant is not None:
+            start, rest = plant_rest(model, plant, q0), plant_rest(model, plant, self.q_rest)
+            if start is None or rest is None:
+                raise ValueError(f"{plant.name}: no stable rest at the move's ends")
+            q0, self.q_rest = start, rest
+            self.goal = np.asarray(model.fk(rest), dtype=float)
+        #: What the model's task at the simulated body's rest is beyond the model's own.
+        self._offset = self.goal - np.asarray(plan.target, dtype=float) \
+            if plant is not None else None
+        self._sim = Simulator(plant if plant is not None else model, q0=q0,
+                              compiled=compiled)  # at rest, held
         self._sim.set_mode("position")
         self._sim.command(stepper.qa, stepper.tau if effort_feedforward else None)
         step.adopt(plan)
-        self._step, self._ff = step, replace(params, mode="ff")
+        # on the plant, the IK holds the model at the plan's aim after the move (as the loop
+        # does, aiming at the model's task where the plant rests), not at the live target
+        self._step, self._ff = step, replace(params, mode="ff") if plant is None else \
+            replace(params, mode="ff", target=np.asarray(plan.target, dtype=float))
         self._rows: list[FloatArray] = []
         self._limit: float | None = None
         self._move_end: int | None = None  # the first row after the move (:meth:`_cycle`)
@@ -167,13 +210,15 @@ class Prediction:
         times faster than the fastest structural mode at the goal (:meth:`_cannot_settle`,
         :data:`CHECKS_PER_PERIOD` times a period)."""
         step, period, rows = self._step, self.period, self._rows
-        tol, target, window = fraction * float(tolerance), self.plan.target, self._window
+        tol, target, window = fraction * float(tolerance), self.goal, self._window
+        offset = self._offset
         quiet = 0
         while True:
             out = self._cycle()
             x = out.x_meas
             if step.goal is None:  # the move is over: wait for the response to settle
-                quiet = quiet + 1 if math.dist(x, out.x_used) <= tol else 0
+                rest = out.x_used if offset is None else out.x_used + offset
+                quiet = quiet + 1 if math.dist(x, rest) <= tol else 0
                 if quiet >= window:
                     return True
                 past = len(rows) - (self._move_end or 0)
@@ -229,7 +274,7 @@ class Prediction:
         if self._decay <= 0.0:
             return False
         recent = np.array(self._rows[-self._window:])
-        sway = float(np.max(np.linalg.norm(recent - self.plan.target, axis=1)))
+        sway = float(np.max(np.linalg.norm(recent - self.goal, axis=1)))
         start = (len(self._rows) - self._window) * self.period
         ahead = max(0.0, by + self._half_period - start)
         return sway * math.exp(-self._decay * ahead) > tolerance
@@ -308,7 +353,7 @@ def move_candidates(model: MechanicalModel, plan: TargetPlan, q_bar: FloatArray
 
     assert plan.loop is not None and plan.qa_goal is not None
     q_bar = np.asarray(q_bar, dtype=float)
-    goal_modes = plan.loop.structural_modes()
+    goal_modes = plan.structural_modes()  # the plant's where the plan is aimed for it
     start_modes = structural_modes(model, q_bar, plan.loop.actuators)
     path = equilibrium_path(model, q_bar, plan.qa_goal)
     warps = [path_warp(path, cap) for cap in MOVE_WARPS] if path is not None else []
@@ -357,7 +402,7 @@ def unshaped_sway(plan: TargetPlan, straight: Prediction, period: float) -> floa
     rows = np.asarray(straight.rows)
     start = round(straight.move_end_s / period)
     after = rows[start:start + max(8, math.ceil(window / period))]
-    return fitted_sway(after - np.asarray(plan.target), period, slow) if len(after) >= 8 \
+    return fitted_sway(after - straight.goal, period, slow) if len(after) >= 8 \
         else None
 
 
@@ -365,9 +410,17 @@ def choose_move(plan: TargetPlan, q_bar: FloatArray | None, params: LiveParams,
                 options: MotionOptions | RunSettings, model: MechanicalModel,
                 limits: SafetyLimits,
                 stepper_factory: Callable[[str, MechanicalModel], Stepper], *,
-                detuning: float = 0.0) -> TargetPlan:
+                detuning: float = 0.0, plant: MechanicalModel | None = None) -> TargetPlan:
     """``plan`` with the move that settles first on the model and, in ``fb`` with
     ``follow_model``, that move's predicted response as its reference.
+
+    ``plant``: the robot as its held efforts show it, for a plan aimed for it
+    (:func:`~poise.motion.planner.for_plant`): the candidates are simulated on it instead
+    (:class:`Prediction`'s ``plant``), and the one that brings *it* to rest first is kept.
+    Chosen on the model, whose masses are off, a move that settles the model at once left the
+    plant swaying for 10 s (the dancer on ``mixed15``), or crept to the target over 8–13 s
+    where the model's transient to the aim is slow. None, or where ``plant`` does not rest
+    stably at the move's ends: the model.
 
     ``detuning``: how far the plant's modes are from the model's, as its sway after earlier
     moves showed (:class:`~poise.motion.sway.MoveSway`): each candidate's settling time is
@@ -396,10 +449,15 @@ def choose_move(plan: TargetPlan, q_bar: FloatArray | None, params: LiveParams,
         return with_reference(plan, q_bar, params, o, model, limits, stepper_factory)
     period, tol = o.period, o.tolerance
 
+    if plant is not None and (plant_rest(model, plant, q_bar) is None or
+                              plan.q_goal is None or
+                              plant_rest(model, plant, plan.q_goal) is None):
+        plant = None
+
     def predict(candidate: TargetPlan) -> Prediction:
         return Prediction(model, candidate, q_bar, params, period=period, limits=limits,
                           effort_feedforward=o.effort_feedforward, shaper=o.shaper,
-                          stepper_factory=stepper_factory, compiled=o.compiled)
+                          stepper_factory=stepper_factory, compiled=o.compiled, plant=plant)
 
     # how much the move excites the slowest mode: the scale of the sway a shaper leaves on a
     # plant whose modes are off (fb measures it after the move, poise.motion.sway)
@@ -416,12 +474,12 @@ def choose_move(plan: TargetPlan, q_bar: FloatArray | None, params: LiveParams,
         if not prediction.run(tol, CHOOSING_FRACTION,
                               give_up=None if best is None else best[0]):
             continue
-        rows = prediction.rows
+        rows, goal = prediction.rows, prediction.goal
         if best is None:  # the plan's own move: the overshoot it allows the others
-            allowed = max(allowed, overshoot(rows, plan.target))
-        elif overshoot(rows, plan.target) > allowed:
+            allowed = max(allowed, overshoot(rows, goal))
+        elif overshoot(rows, goal) > allowed:
             continue
-        settle = settle_time(rows, plan.target, tol, period)
+        settle = settle_time(rows, goal, tol, period)
         if detuning > 0.0 and candidate.loop is not None:
             slow = candidate.loop.slowest_mode()
             if slow is not None:
@@ -434,10 +492,11 @@ def choose_move(plan: TargetPlan, q_bar: FloatArray | None, params: LiveParams,
     chosen = replace(chosen, unshaped_sway=excitation)
     if not (params.mode == "fb" and o.follow_model):
         return replace(chosen, reference=None, settle_s=settle_time(
-            prediction.rows, plan.target, tol, period))
+            prediction.rows, prediction.goal, tol, period))
     prediction.run(tol)  # on to the reference's SETTLED_FRACTION
     rows = prediction.rows
-    return replace(chosen, reference=rows, settle_s=settle_time(rows, plan.target, tol, period))
+    return replace(chosen, reference=rows,
+                   settle_s=settle_time(rows, prediction.goal, tol, period))
 
 
 def with_reference(plan: TargetPlan, q_bar: FloatArray | None, params: LiveParams,
