@@ -259,7 +259,7 @@ class CommandRoom:
         q_bar = np.array(stepper.q_bar, dtype=float)
         state = MotionState(p, q_bar=q_bar, move_from=q_bar, detuning=s.step.detuning,
                             spring_scale=s.step.spring_scale,
-                            plant=getattr(s.step, "plant", None))
+                            plant=s.step.plant)
         plan = self._planner().quick_plan(target, state)
         return None if plan is None else (QuickTarget(plan, next(self._serials)), state)
 
