@@ -161,7 +161,8 @@ def test_a_task_not_through_the_masses_is_left_alone(robot):
 
 def test_the_static_part_of_a_window_with_a_moving_setpoint_and_a_sway():
     """:func:`static_trend` on a line plus a decaying sway at the slowest mode plus noise:
-    the value at the window's middle and the slope are the line's, the spread the noise's."""
+    the value at the window's middle and the slope are the line's, the spread the noise's,
+    and the value's error the noise's averaged over the window's samples, ``σ / √N``."""
     period, n = 0.004, 1000
     t = np.arange(n) * period
     sigma, omega = 0.2, 1.9
@@ -169,10 +170,11 @@ def test_the_static_part_of_a_window_with_a_moving_setpoint_and_a_sway():
     noise = 0.01 * rng.standard_normal(n)
     samples = (3.0 + 0.5 * (t - 0.5 * t[-1]) + 0.8 * np.exp(-sigma * t) * np.cos(omega * t + 1)
                + noise)[:, None]
-    value, rate, spread = static_trend(samples, period, sigma, omega)
+    value, rate, spread, error = static_trend(samples, period, sigma, omega)
     assert value[0] == pytest.approx(3.0, abs=2e-3)
     assert rate[0] == pytest.approx(0.5, abs=3e-3)
     assert spread[0] == pytest.approx(0.01, rel=0.1)
+    assert error[0] == pytest.approx(0.01 / np.sqrt(n), rel=0.1)
 
 
 def test_a_plan_aimed_for_the_plant_lands_where_the_plant_holds_the_target(mixed):

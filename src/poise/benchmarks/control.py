@@ -186,6 +186,9 @@ def run_case(name: str, mode: str, algorithm: str, targets: Sequence[FloatArray]
             # the held efforts showed last (fb, poise.motion.masses)
             "total_mass": weighed,
             "task_bias": retarget.task_bias.tolist() if retarget is not None else [],
+            # the resting windows showed friction, and the setpoints were dithered since
+            # (fb, poise.motion.dither)
+            "friction": retarget.friction if retarget is not None else False,
             "replans": loop.replans,
             "plant_differs": loop.plant.differences,
             "calibration": calibration,

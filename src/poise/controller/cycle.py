@@ -112,6 +112,7 @@ class Cycle:
         self._detuning_seen = 0.0  # the step's sway detuning announced (move_sway)
         self._springs_seen = 0.0  # the step's spring scale announced (spring_scale)
         self._plant_seen = (0, False)  # mass windows, plant estimate used (plant_estimate)
+        self._dither_seen: Any = None  # the dither announced running (dither), or None
         self._target_cache: tuple[object, tuple[float, ...]] = (None, ())
 
     # ------------------------------------------------------------------ the ordinary cycle
@@ -193,9 +194,10 @@ class Cycle:
         """Before the read: what the wire path needs that does not depend on it (the
         parameters, the stepper, its buffers, the setpoint's sequence number), or None when
         the next cycle is the ordinary one's (not running, holding, just armed, an algorithm
-        switch, the reference stepper, the link down)."""
+        switch, the reference stepper, the link down, a dither of the setpoints: the
+        compiled call sends the IK's own)."""
         if self.sm.state is not State.RUNNING or self.holding or self.reset_pending or \
-                not self.target_set:
+                not self.target_set or self.step.dithering:
             return None
         p, stepper = self.params, self.step.stepper
         if stepper is None or stepper.name != p.algorithm or not hasattr(stepper, "wire"):
@@ -213,7 +215,8 @@ class Cycle:
         p, stepper, buffers, seq = turn
         step = self.step
         if self.sm.state is not State.RUNNING or self.params is not p or self.holding or \
-                step.stepper is not stepper or read.host_time <= self.armed_at:
+                step.stepper is not stepper or read.host_time <= self.armed_at or \
+                step.dithering:
             return False
         start = wire.newest(read)
         if start < 0:
@@ -335,7 +338,9 @@ class Cycle:
         showed (:mod:`poise.motion.springs`: ``spring_scale``, ``samples``, ``explained``)
         changed the scale later plans are aimed with; ``plant_estimate`` when the plant's
         bodies as its held efforts show them (:mod:`poise.motion.masses`) are taken up, change
-        or are dropped (:meth:`_announce_plant`)."""
+        or are dropped (:meth:`_announce_plant`); ``dither`` when the setpoints' dither
+        (:mod:`poise.motion.dither`) starts, changes or stops (``on``, ``hz``, ``amplitude``
+        [actuator units], ``friction``): the arm moves a little on purpose meanwhile."""
         r, ring, sway = self.step.retarget, self.step.ring, self.step.sway
         assert r is not None
         if sway is not None and sway.detuning != self._detuning_seen:
@@ -354,6 +359,10 @@ class Cycle:
                               reason="where the plant rested after moves shows its springs "
                                      f"× {1 + r.spring_scale:.3g} the model's: targets are "
                                      "planned for that from now on")
+        dither = r.dither if r.dithering else None
+        if dither is not self._dither_seen:
+            self._dither_seen = dither
+            self._announce_dither(dither)
         plant_key = (r.masses.windows, bool(r.task_bias.any()))
         if plant_key != self._plant_seen:
             announced = self._plant_seen[1]
@@ -376,6 +385,22 @@ class Cycle:
                               target=np.asarray(self.params.target, dtype=float).tolist(),
                               mismatch=mismatch.tolist(),
                               aim=(np.asarray(r.plan.live_target) + mismatch).tolist())
+
+    def _announce_dither(self, dither: Any) -> None:
+        """The ``dither`` event of :meth:`_retarget_events` (``dither``: the
+        :class:`~poise.motion.dither.Dither` now, or None: stopped)."""
+        if dither is None:
+            self.hub.announce("info", code="dither", on=False, hz=None, amplitude=None,
+                              reason="the setpoints are no longer dithered")
+            return
+        hz = dither.omega / (2 * math.pi)
+        self.hub.announce("info", code="dither", on=True, hz=hz,
+                          amplitude=dither.amplitude.tolist(), friction=True,
+                          reason="the resting efforts disagree as friction makes them: the "
+                                 f"setpoints are dithered at {hz:.2g} Hz (at most "
+                                 f"{float(np.max(np.abs(dither.amplitude))):.2g} actuator "
+                                 "units), the rate gain paused, while the arm rests until "
+                                 "its masses are measured")
 
     def _trajectory_progress(self, following: Following) -> None:
         """A trajectory's ``trajectory`` events: its progress at every tenth of its duration,

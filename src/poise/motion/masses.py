@@ -109,10 +109,21 @@ class MassEstimate:
         w = 1.0 / (MASS_SIGMA * max(self.total_mass, 1e-9))
         self._N += np.outer(mass_row, mass_row) * w * w
         self._r += mass_row * (self.total_mass - model_mass) * w * w
+        self._prior = (self._N, self._r)
+        self.restart()
+
+    def restart(self) -> None:
+        """Forget every window: the estimate is the model's (with the total mass) again.
+        Windows that friction biased are dropped so (:mod:`poise.motion.dither`)."""
+        if not self.enabled:
+            return
+        self._N, self._r = (a.copy() for a in self._prior)
         self._x = np.linalg.solve(self._N, self._r)
         # the windows' weighted equations alone, summed (for their agreement, scatter):
         # Σ YᵀY, Σ Yᵀe, Σ eᵀe and the number of rows
         self._data = (np.zeros_like(self._N), np.zeros_like(self._r), 0.0, 0)
+        self.windows = 0
+        self._plant = None
 
     def add(self, q: FloatArray, efforts: FloatArray, rate: FloatArray | None = None,
             error: FloatArray | None = None, q_error: FloatArray | None = None) -> None:
@@ -126,9 +137,9 @@ class MassEstimate:
         of its gravity torque); one coefficient per actuator ``c`` [effort·s/unit] is
         estimated with the masses: ``G(q) + Aᵀ(c ∘ q̇a) = Aᵀτ``.
 
-        ``error`` (m,) [N or N·m]: the error of each static effort, the spread of the
-        efforts about it (:func:`~poise.motion.retarget.static_trend`: faster modes still
-        ringing after a move, 2–11 N·m at the dancer's hips, or noise); each actuator's
+        ``error`` (m,) [N or N·m]: the error of each static effort
+        (:func:`~poise.motion.retarget.static_trend`: faster modes still ringing after a
+        move, 2–11 N·m at the dancer's hips, in full; white noise averaged); each actuator's
         equation counts with ``1 / max(error, σ)²`` (σ = :data:`EFFORT_SIGMA` × the largest
         gravity torque), so a window still ringing teaches little; a passive coordinate's
         (no effort in it) with its stiffness ``|∂G_i/∂q_i|`` times ``q_error`` (n,), that of
@@ -159,11 +170,11 @@ class MassEstimate:
         floor = EFFORT_SIGMA * self._torque
         sigma = np.full(self.model.m, floor) if error is None else \
             np.maximum(np.nan_to_num(np.asarray(error, dtype=float), nan=np.inf), floor)
-        passive = floor if q_error is None else np.maximum(
+        passive_sigma = floor if q_error is None else np.maximum(
             np.abs(np.diag(self.model.dG(q))) * np.nan_to_num(
                 np.asarray(q_error, dtype=float), nan=np.inf), floor)
         row_sigma = np.where(np.any(self._A != 0.0, axis=0),
-                             np.sqrt((self._A.T ** 2) @ sigma ** 2), passive)
+                             np.sqrt((self._A.T ** 2) @ sigma ** 2), passive_sigma)
         w = 1.0 / row_sigma
         Yw, ew = Yx * w[:, None], e * w
         self._N += Yw.T @ Yw

@@ -120,6 +120,7 @@ from poise.api.rules import GAIN_UNCERTAINTY
 from poise.ik.held_common import held_jacobian
 from poise.models.actuation import blocks
 from poise.models.base import FloatArray, MechanicalModel
+from poise.motion.dither import Dither, dither_for
 from poise.motion.masses import MassEstimate
 from poise.motion.shaping import ShapedMove, Shaper, shaper_for
 from poise.motion.springs import SpringScale
@@ -159,6 +160,26 @@ BIAS_THRESHOLD = 0.5
 #: ... once the windows pin the centre of mass down to this multiple of the tolerance (one
 #: sigma, :meth:`MassEstimate.com_sigma <poise.motion.masses.MassEstimate.com_sigma>`).
 BIAS_SIGMA = 1.0
+#: ... and it is at least this many of those sigmas (significant: with friction the dithered
+#: windows of the dancer whose masses are the model's showed a bias of 2.1 mm at a sigma of
+#: 1.7 mm, and aiming with it ended two targets 3.2–3.5 mm off).
+BIAS_SIGNIFICANCE = 3.0
+#: The windows showed friction (:mod:`poise.motion.dither`) when, after at least
+#: :data:`FRICTION_WINDOWS` of them, they disagree with the masses' estimate this many times
+#: beyond their errors (:meth:`MassEstimate.scatter <poise.motion.masses.MassEstimate.
+#: scatter>`, a reduced χ²).
+FRICTION_SCATTER = 8.0
+FRICTION_WINDOWS = 4
+#: With friction shown, the setpoints are dithered while the estimate pins the centre of
+#: mass where the arm rests down to no better than this fraction of :data:`BIAS_SIGMA` ×
+#: the tolerance (0.5, or at most 2 dithered windows per plan, left the rate gain paused
+#: longer or the estimate less pinned: 55 % and 50 % of the dancer's targets on ``real``
+#: against 70 %).
+DITHER_PIN = 1.0
+#: A task bias in use is kept while the windows pin the centre of mass down to this multiple
+#: of :data:`BIAS_SIGMA` × the tolerance (a sigma near the threshold, as windows with
+#: friction leave it, took it up and dropped it window by window).
+BIAS_KEEP = 1.5
 #: The trust region (:func:`trust_radius`) admits a step that a held Jacobian off by the
 #: stated uncertainty misses by at most this fraction of the mismatch (1: never worse than no
 #: correction).
@@ -255,10 +276,19 @@ class Retargeting:
         #: The plant's mass moments as the held efforts of every window showed them, for a
         #: task through the masses (:mod:`poise.motion.masses`); kept over plans.
         self.masses = MassEstimate(model, total_mass)
+        # the same windows weighted by their errors with the noise averaged (the estimate
+        # weights them by their spread): whether they disagree as friction makes them
+        self._friction_probe = MassEstimate(model, total_mass)
         #: The task bias ``b = h(q) − ĥ(q)`` [task units] feedback aims with (the model's
         #: task at ``target + b``): :meth:`bias_at` the last window, or a plan's aimed for
         #: the plant (:func:`~poise.motion.planner.for_plant`) from its adoption on.
         self.task_bias = np.zeros(model.task_dim)
+        #: The windows showed friction (:data:`FRICTION_SCATTER`): from then on only
+        #: dithered windows teach the masses (:mod:`poise.motion.dither`); kept over plans.
+        self.friction = False
+        #: The dither of the setpoints in the resting windows now (the owner adds
+        #: :meth:`dither_offset` to the setpoint it sends); None: none.
+        self.dither: Dither | None = None
         self._clear()
 
     def _clear(self) -> None:
@@ -273,6 +303,8 @@ class Retargeting:
             self._predicted = np.zeros(k)
         self._holds = -1
         self._efforts = self.masses.enabled  # every sample of the window had efforts
+        # the dither ω [rad/s] of this window's samples (0: none)
+        self._window_dither = self.dither.omega if self.dither is not None else 0.0
 
     def begin(self, plan: TargetPlan | None, active: bool) -> None:
         """A new plan: corrections start afresh; ``active``: it has what they need (a
@@ -285,6 +317,7 @@ class Retargeting:
         self._trust = 1.0  # the trust region's scale (trust_radius × this)
         self.stalled = None
         self._stall_count = 0
+        self.dither = None
         self._clear()
         slow = plan.slowest_mode() if plan is not None and plan.loop is not None else None
         if not (active and self.enabled and plan is not None
@@ -301,15 +334,82 @@ class Retargeting:
         modes = plan.structural_modes()
         self.shaper = shaper_for(modes, "zvd")
         self._short = (shaper_for(modes, "zv"), slow)
+        if plan.q_goal is not None:
+            self._choose_dither(plan.q_goal)
+            self._clear()
+
+    @property
+    def dithering(self) -> bool:
+        """The setpoints are dithered (:attr:`dither`) while the current plan's corrections
+        go on."""
+        return self.dither is not None and self.active
+
+    def dither_offset(self) -> FloatArray | None:
+        """What the dither adds to the setpoint sent after this cycle [actuator units]
+        (:class:`~poise.motion.dither.Dither` at the window's time, so it starts from 0 with
+        each window and a window holds whole periods of it); None: no dither now."""
+        dither = self.dither
+        if dither is None or self._count == 0 or not self._window_dither or self.ended:
+            return None
+        return dither.offset(self._count * self.period)
+
+    def _choose_dither(self, q: FloatArray) -> None:
+        """The dither of the next windows with the arm resting at ``q`` (n,): one where the
+        windows showed friction and the estimate of the masses does not yet pin the centre
+        of mass there down to :data:`DITHER_PIN` × :data:`BIAS_SIGMA` × the tolerance;
+        else none."""
+        plan = self.plan
+        if not self.friction or plan is None or \
+                self.masses.com_sigma(q) <= DITHER_PIN * BIAS_SIGMA * self.tolerance:
+            self.dither = None
+            return
+        if self.dither is None:
+            model: Any = self.model
+            self.dither = dither_for(held_jacobian(blocks(self.model, q)), model.qa_min,
+                                     model.qa_max, self.tolerance, self._window * self.period,
+                                     plan.structural_modes())
+
+    def teach(self, q: FloatArray, efforts: FloatArray, rate: FloatArray,
+              effort_errors: tuple[FloatArray, FloatArray],
+              q_errors: tuple[FloatArray, FloatArray], dithered: bool) -> None:
+        """One resting window teaches the estimate of the masses (:class:`MassEstimate
+        <poise.motion.masses.MassEstimate>`: its static ``q`` (n,), efforts (m,) and
+        setpoint rate (m,)), and the friction watch. ``effort_errors`` and ``q_errors``:
+        ``(spread, error)`` of each, as :func:`static_trend` gives them. A dithered window
+        counts with its errors (what repeats with the dither averages out); an undithered
+        one with its spreads (a mode still ringing is correlated over the window) and, until
+        the windows have shown friction (:meth:`_watch_friction`), not at all after."""
+        if dithered:
+            self.masses.add(q, efforts, rate, effort_errors[1], q_errors[1])
+        elif not self.friction:
+            self.masses.add(q, efforts, rate, effort_errors[0], q_errors[0])
+            self._friction_probe.add(q, efforts, rate, effort_errors[1], q_errors[1])
+            self._watch_friction()
+
+    def _watch_friction(self) -> None:
+        """After an undithered window taught the masses: the windows disagree beyond their
+        errors with the sensors' noise averaged over each (:data:`FRICTION_SCATTER`; the
+        estimate of the same windows in :attr:`_friction_probe`), as friction holding each
+        resting actuator anywhere in its band makes them; then the estimate starts again,
+        from dithered windows only."""
+        probe = self._friction_probe
+        if self.friction or probe.windows < FRICTION_WINDOWS or \
+                probe.scatter() <= FRICTION_SCATTER:
+            return
+        self.friction = True
+        self.masses.restart()
 
     def bias_at(self, q: FloatArray) -> FloatArray:
         """The task bias at ``q`` (:meth:`MassEstimate.bias <poise.motion.masses.
         MassEstimate.bias>`) where it is at least :data:`BIAS_THRESHOLD` × the tolerance and
-        the windows pin the centre of mass down to :data:`BIAS_SIGMA` × the tolerance; else
-        0 (the model's task)."""
+        the windows pin the centre of mass down to :data:`BIAS_SIGMA` × the tolerance
+        (:data:`BIAS_KEEP` × that while a bias is in use), at :data:`BIAS_SIGNIFICANCE`
+        sigmas or more; else 0 (the model's task)."""
         bias = self.masses.bias(q)
-        if float(np.linalg.norm(bias)) < BIAS_THRESHOLD * self.tolerance or \
-                self.masses.com_sigma(q) > BIAS_SIGMA * self.tolerance:
+        keep = BIAS_KEEP if self.task_bias.any() else 1.0
+        size, sigma = float(np.linalg.norm(bias)), self.masses.com_sigma(q)
+        if size < max(BIAS_THRESHOLD * self.tolerance, BIAS_SIGNIFICANCE * sigma) or \
+                sigma > keep * BIAS_SIGMA * self.tolerance:
             return np.zeros_like(bias)
         return bias
 
@@ -430,14 +530,24 @@ class Retargeting:
             held_jacobian(blocks(self.model, q_bar))
         # each sample moved to the setpoint qa (the integrator's share, on the model)
         samples = self._m[:n] - (qa - self._qa[:n]) @ J.T
-        mismatch = static_part(samples, self.period, *self._sway)
-        resting = static_part(self._q[:n], self.period, *self._sway)
+        dither = self._window_dither  # its sine and cosine: no part of the static values
+        mismatch = static_part(samples, self.period, *self._sway, dither)
+        resting = static_part(self._q[:n], self.period, *self._sway, dither)
         if self._efforts:  # the task as the plant's masses make it (poise.motion.masses)
-            # the setpoint's rate: the integrator moves it smoothly (no sway in it)
+            # the setpoint's rate: the integrator moves it smoothly (no sway in it; the
+            # dither is added to what is sent, not to qa)
             rate = static_trend(self._qa[:n], self.period, 0.0, 0.0)[1]
-            tau, _, tau_spread = static_trend(self._tau[:n], self.period, *self._sway)
-            q_mid, _, q_spread = static_trend(self._q[:n], self.period, *self._sway)
-            self.masses.add(q_mid, tau, rate, tau_spread, q_spread)
+            # a dithered window: no sway columns (the window is one period of the slowest
+            # mode, which its mean takes out; friction's square wave with the dither, tens
+            # of N·m, leaked into them: on `real` the dancer's hip read 1.5–13 N·m off
+            # with them, within 0.3 N·m without)
+            sway = (0.0, 0.0) if dither else self._sway
+            tau, _, tau_spread, tau_error = static_trend(self._tau[:n], self.period, *sway,
+                                                         dither)
+            q_mid, _, q_spread, q_error = static_trend(self._q[:n], self.period, *sway, dither)
+            self.teach(q_mid, tau, rate, (tau_spread, tau_error), (q_spread, q_error),
+                       bool(dither))
+            self._choose_dither(q_mid)
             bias = self.bias_at(q_mid)
             shift = bias - self.task_bias
             self.task_bias = bias
@@ -562,53 +672,86 @@ class Retargeting:
                 "spring_scale_used": self.spring_scale,
                 "task_bias": self.task_bias.tolist(),
                 "mass_windows": self.masses.windows,
+                "friction": self.friction,
+                "dither_hz": self.dither.omega / (2 * math.pi) if self.dither is not None
+                else None,
                 "threshold_m": THRESHOLD * self.tolerance,
                 "window_s": self._window * self.period if self.active else None}
 
 
-def static_part(samples: FloatArray, period: float, sigma: float, omega_d: float
-                ) -> FloatArray:
+def static_part(samples: FloatArray, period: float, sigma: float, omega_d: float,
+                dither: float = 0.0) -> FloatArray:
     """The constant part of ``samples`` (rows one period apart) beside a decaying sway at
     the slowest mode: least squares on ``1, e^{−σt} cos ω_d t, e^{−σt} sin ω_d t`` and their
     derivatives with respect to ω (``t e^{−σt} sin``, ``t e^{−σt} cos``: robust to a
-    frequency off the model's, as a ZVD shaper is); the plain mean when the window is too
-    short for the fit or the sway is not oscillatory."""
-    n = samples.shape[0]
-    if SWAY_FIT == 0 or n < 8 or not omega_d > 0:
+    frequency off the model's, as a ZVD shaper is), and ``cos ω t, sin ω t`` of a
+    ``dither`` ω [rad/s] of the setpoints (:mod:`poise.motion.dither`; 0: none); the plain
+    mean when the window is too short for the fit or the sway is not oscillatory and there
+    is no dither."""
+    columns = _sway_columns(samples.shape[0], period, sigma, omega_d, dither)
+    if columns.shape[1] == 1:
         return samples.mean(axis=0)
-    coef, *_ = np.linalg.lstsq(_sway_columns(n, period, sigma, omega_d), samples, rcond=None)
+    coef, *_ = np.linalg.lstsq(columns, samples, rcond=None)
     return coef[0]
 
 
-def static_trend(samples: FloatArray, period: float, sigma: float, omega_d: float
-                 ) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """``(value, rate, spread)``: :func:`static_part` with a straight line in place of the
-    constant: its value at the middle of the window, its slope [units/s] (a setpoint the
-    integrator moves through the window) and the RMS of what the fit leaves (faster modes
-    still ringing, noise), per column. The spread stands for the error of the value as a
-    mode still ringing makes it, correlated over the whole window (white noise alone would
-    allow ``√N`` less, but the dancer's windows weighted so disagreed with each other far
-    beyond it)."""
+def static_trend(samples: FloatArray, period: float, sigma: float, omega_d: float,
+                 dither: float = 0.0) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    """``(value, rate, spread, error)``: :func:`static_part` with a straight line in place
+    of the constant: its value at the middle of the window, its slope [units/s] (a setpoint
+    the integrator moves through the window), per column, and two measures of how well the
+    value is known.
+
+    ``spread`` is the RMS of what the fit leaves, ``r`` (faster modes still ringing, noise),
+    as if all of it were correlated over the whole window, as a ringing mode is (the
+    dancer's windows weighted with ``σ / √N`` disagreed with each other far beyond it; the
+    masses' estimate weights undithered windows by it).
+
+    ``error`` counts the white part of ``r`` (sensor noise, variance ``σ_w² = mean(Δr²) /
+    2`` from the differences of consecutive samples, which a smooth signal hardly changes)
+    ``√N`` less, averaged over the window's ``N`` samples, and the rest in full:
+    ``error² = σ_w² / N + max(mean(r²) − σ_w², 0)``. With a ``dither``, what repeats with
+    its period (the harmonics of friction changing sign with it) averages out over the
+    window's whole periods of it, and ``mean(r²)`` is replaced by the variance of ``r``'s
+    changes over one period. (On ``real``, whose effort noise is 1 % of the effort limit,
+    4 N·m, the spread hid the friction that biases each resting window by up to 7 N·m.)"""
     n = samples.shape[0]
     if n < 2:
         zero = np.zeros(samples.shape[1:])
-        return samples.mean(axis=0), zero, zero
+        return samples.mean(axis=0), zero, zero, zero
     t = np.arange(n) * period
-    sway = _sway_columns(n, period, sigma, omega_d)
+    sway = _sway_columns(n, period, sigma, omega_d, dither)
     X = np.column_stack([sway[:, :1], t - 0.5 * t[-1], sway[:, 1:]])
     coef, *_ = np.linalg.lstsq(X, samples, rcond=None)
-    return coef[0], coef[1], np.sqrt(np.mean((samples - X @ coef) ** 2, axis=0))
+    residual = samples - X @ coef
+    spread2 = np.mean(residual ** 2, axis=0)
+    white2 = np.minimum(_difference_variance(residual, 1), spread2)
+    lag = round(2.0 * math.pi / (dither * period)) if dither > 0.0 else n
+    aperiodic2 = spread2 if lag >= n else \
+        np.clip(_difference_variance(residual, lag), white2, spread2)
+    return coef[0], coef[1], np.sqrt(spread2), np.sqrt(white2 / n + aperiodic2 - white2)
 
 
-def _sway_columns(n: int, period: float, sigma: float, omega_d: float) -> FloatArray:
+def _difference_variance(residual: FloatArray, lag: int) -> FloatArray:
+    """``mean((r[t + lag] − r[t])²) / 2`` per column: the variance of what changes over
+    ``lag`` samples (white noise all of it; what repeats every ``lag`` samples none)."""
+    return 0.5 * np.mean((residual[lag:] - residual[:-lag]) ** 2, axis=0)
+
+
+def _sway_columns(n: int, period: float, sigma: float, omega_d: float, dither: float = 0.0
+                  ) -> FloatArray:
     """The columns of :func:`static_part`'s fit (n, k): the constant first, then the
-    slowest mode's sway (none when the window is short or the mode not oscillatory)."""
-    if SWAY_FIT == 0 or n < 8 or not omega_d > 0:
-        return np.ones((n, 1))
+    slowest mode's sway (none when the window is short or the mode not oscillatory), then
+    the dither's sine and cosine (none when ``dither`` is 0)."""
     t = np.arange(n) * period
-    env = np.exp(-sigma * t)
-    c, s = env * np.cos(omega_d * t), env * np.sin(omega_d * t)
-    return np.column_stack([np.ones(n), c, s] + ([t * s, t * c] if SWAY_FIT > 1 else []))
+    columns = [np.ones(n)]
+    if SWAY_FIT > 0 and n >= 8 and omega_d > 0:
+        env = np.exp(-sigma * t)
+        c, s = env * np.cos(omega_d * t), env * np.sin(omega_d * t)
+        columns += [c, s] + ([t * s, t * c] if SWAY_FIT > 1 else [])
+    if dither > 0.0 and n >= 8:
+        columns += [np.cos(dither * t), np.sin(dither * t)]
+    return np.column_stack(columns)
 
 
 def trust_radius(J: FloatArray, mismatch: FloatArray) -> float:

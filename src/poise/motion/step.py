@@ -216,7 +216,8 @@ class ControlStep:
         #: of its modes it shows (:mod:`poise.motion.sway`); None: off (no re-targeting).
         self.sway: MoveSway | None = None if tolerance is None else MoveSway(period,
                                                                              tolerance)
-        self._scaled: tuple[LiveParams | None, float, LiveParams | None] = (None, 1.0, None)
+        self._scaled: tuple[LiveParams | None, tuple[float, bool], LiveParams | None] = \
+            (None, (1.0, False), None)
 
     def make_plan(self, target: FloatArray, q_measured: FloatArray | None,
                   tol: float, params: LiveParams | None = None) -> TargetPlan:
@@ -285,15 +286,24 @@ class ControlStep:
 
     def backed_off(self, p: LiveParams) -> LiveParams:
         """``p`` with its automatic rate gains × the ring watch's scale
-        (:mod:`poise.motion.ringwatch`; ``p`` itself at 1), one copy per parameter set."""
+        (:mod:`poise.motion.ringwatch`), and its task rate gain 0 while the setpoints are
+        dithered (:attr:`dithering`: an actuator the integrator moves through a window
+        rubs one way more than the other, and friction biases its efforts again: on
+        ``real`` the dancer's hips moving at 0.5–1 mrad/s under a dither of 3 mrad/s read
+        1–7 N·m off); ``p`` itself when neither; one copy per parameter set."""
         ring = self.ring
-        if ring is None or ring.scale >= 1.0 or not p.auto:
+        scale = ring.scale if ring is not None and p.auto else 1.0
+        paused = self.dithering
+        if scale >= 1.0 and not paused:
             return p
-        last, scale, copy = self._scaled
-        if last is not p or scale != ring.scale or copy is None:
-            keys = [k for k in ALGORITHM_GAINS.get(p.algorithm, ()) if k in p.auto]
-            copy = replace(p, **{k: getattr(p, k) * ring.scale for k in keys})
-            self._scaled = (p, ring.scale, copy)
+        last, key, copy = self._scaled
+        if last is not p or key != (scale, paused) or copy is None:
+            gains = {k: getattr(p, k) * scale for k in ALGORITHM_GAINS.get(p.algorithm, ())
+                     if k in p.auto and scale < 1.0}
+            if paused:
+                gains[LEAD_GAIN.get(p.algorithm, "gamma")] = 0.0
+            copy = replace(p, **gains)
+            self._scaled = (p, (scale, paused), copy)
         return copy
 
     def follow(self, plan: TargetPlan, reference: FloatArray) -> bool:
@@ -762,8 +772,23 @@ class ControlStep:
             finite = all_finite(stepper.qa, tau, stepper.q_bar)
         if not finite:
             raise StepFault(f"non-finite setpoint ({p.algorithm})")
-        return StepOutput(stepper.qa, tau, x_used, x_meas, stepper.q_bar, stepper.residual,
-                          switched)
+        return StepOutput(self._dithered(stepper.qa), tau, x_used, x_meas, stepper.q_bar,
+                          stepper.residual, switched)
+
+    def _dithered(self, qa: FloatArray) -> FloatArray:
+        """The setpoint sent for the IK's ``qa``: with sampled re-targeting's dither of a
+        resting window added (:mod:`poise.motion.dither`; the IK's own ``qa`` keeps none),
+        within the limits; ``qa`` itself when there is none."""
+        offset = self.retarget.dither_offset() if self.retarget is not None else None
+        if offset is None:
+            return qa
+        return np.clip(qa + offset, self.limits.qa_min, self.limits.qa_max)
+
+    @property
+    def dithering(self) -> bool:
+        """Sampled re-targeting dithers the setpoints (:mod:`poise.motion.dither`): the
+        compiled wire path, which encodes the IK's ``qa``, steps aside (:meth:`wire_cycle`)."""
+        return self.retarget is not None and self.retarget.dithering
 
 
 __all__ = ["ControlStep", "StepFault", "StepOutput", "stepper_factory"]
