@@ -296,3 +296,28 @@ def test_on_the_real_plant_dithered_windows_find_the_centre_of_mass_friction_hid
     far = float(np.linalg.norm(still.masses.com(q_still) - plant.fk(q_still)))
     assert near < 3e-3
     assert far > 4 * near
+
+
+def test_a_streamed_target_moves_on_with_the_rate_gain_while_a_dither_was_planned():
+    """The dither pauses the rate gain only while the arm rests on its plan: once a streamed
+    reference is followed the gain is the live one again and no dither is sent (live
+    operation must not stall on a measurement). Simulated time, the dancer's model."""
+    loop = SimulatedLoop(config_for("dancer", "fb", "alg1"), seed=SEED)
+    step = loop.step
+    step.retarget.friction = True  # as if the windows had shown it
+    loop.start()
+    loop.set_target(np.asarray(RESTING, dtype=float))
+    assert step.retarget.dither is not None
+    loop.run(2.0)  # the move
+    while step.goal is not None:
+        loop.cycle()
+    assert step.dithering and step.backed_off(loop.params).gamma == 0.0
+    start = np.asarray(loop.model.fk(loop.measured()), dtype=float)
+    aim = start + np.array([0.01, 0.0])
+    for _ in range(round(3.0 / loop.period)):
+        loop.stream(aim)
+        out = loop.cycle()
+        assert not step.dithering and np.array_equal(out.qa, step.stepper.qa)
+    assert step.backed_off(loop.params).gamma == loop.params.gamma > 0.0
+    moved = np.asarray(loop.model.fk(loop.measured()), dtype=float) - start
+    assert moved[0] > 0.003  # on its way to the streamed aim 1 cm off

@@ -786,9 +786,13 @@ class ControlStep:
 
     @property
     def dithering(self) -> bool:
-        """Sampled re-targeting dithers the setpoints (:mod:`poise.motion.dither`): the
-        compiled wire path, which encodes the IK's ``qa``, steps aside (:meth:`wire_cycle`)."""
-        return self.retarget is not None and self.retarget.dithering
+        """Sampled re-targeting dithers the setpoints (:mod:`poise.motion.dither`) while the
+        arm rests on its plan: no move under way and no reference followed (a streamed
+        target moves on with the rate gain as ever). Meanwhile the rate gain is paused
+        (:meth:`backed_off`) and the compiled wire path, which encodes the IK's ``qa``,
+        steps aside (:meth:`wire_cycle`)."""
+        r = self.retarget
+        return r is not None and r.dithering and self.goal is None and self.following is None
 
 
 __all__ = ["ControlStep", "StepFault", "StepOutput", "stepper_factory"]
