@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from mcap.reader import make_reader
 
+from conftest import wait_for
 from poise.api.bus import Command, CycleSample, Event, SampleQueue
 from poise.api.topics import samples_from_batch
 from poise.cli import main as cli_main
@@ -148,9 +149,13 @@ def test_log_writer_beside_a_1khz_loop_records_every_cycle(tmp_path):
     path = tmp_path / "live.mcap"
     with SyntheticLoop(1000) as loop:
         with LogWriter(path, loop.subscribe(), loop.events(), params=loop.params()) as writer:
-            time.sleep(0.3)
+            # by count, not by sleeps: a loaded machine runs fewer cycles in a given time
+            wait_for("200 cycles logged before the start", lambda: writer.samples_written >= 200,
+                     30.0)
             loop.submit(Command("run", "start"))
-            time.sleep(0.3)
+            started = writer.samples_written
+            wait_for("200 cycles logged after it",
+                     lambda: writer.samples_written >= started + 201, 30.0)
         cycles_logged = writer.samples_written
     log = read_log(path)
     assert writer.gaps == 0 and cycles_logged == len(log.topic("/sensors")) > 400
