@@ -25,8 +25,10 @@ at least :data:`MIN_HZ` (2 Hz made the dancer's backlash rectify it into a bias 
 static fits take its sine and cosine out (:func:`~poise.motion.retarget.static_trend`).
 
 When to dither is the corrector's decision (:class:`~poise.motion.retarget.Retargeting`):
-only where the windows showed friction, and only until the estimate pins the centre of mass
-down where the arm rests; on the exact model the windows agree and there is no dither.
+once after the first resting window, as the friction test (:meth:`Retargeting.teach
+<poise.motion.retarget.Retargeting.teach>`); then only where the windows showed friction,
+and only until the estimate pins the centre of mass down where the arm rests. On the exact
+model the test shows none and there is no other dither.
 """
 
 from __future__ import annotations

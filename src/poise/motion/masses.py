@@ -167,7 +167,7 @@ class MassEstimate:
         # errors of the efforts that enter them
         e = self._A.T @ tau - Y @ self.nominal
         Yx = Y * self._scale[None, :]
-        floor = EFFORT_SIGMA * self._torque
+        floor = self.effort_floor
         sigma = np.full(self.model.m, floor) if error is None else \
             np.maximum(np.nan_to_num(np.asarray(error, dtype=float), nan=np.inf), floor)
         passive_sigma = floor if q_error is None else np.maximum(
@@ -184,6 +184,12 @@ class MassEstimate:
         self._data = (N_d + Yw.T @ Yw, r_d + Yw.T @ ew, e_d + float(ew @ ew), rows + ew.size)
         self.windows += 1
         self._plant = None
+
+    @property
+    def effort_floor(self) -> float:
+        """The least error any static effort counts with [N or N·m]: :data:`EFFORT_SIGMA`
+        × the largest gravity torque."""
+        return EFFORT_SIGMA * self._torque
 
     @property
     def moments(self) -> FloatArray:
