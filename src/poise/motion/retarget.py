@@ -328,6 +328,8 @@ class Retargeting:
         self.stalled = None
         self._stall_count = 0
         self.dither = None
+        if self.friction_test == "dithered":  # its dithered window rested elsewhere
+            self.friction_test = "due"
         self._clear()
         slow = plan.slowest_mode() if plan is not None and plan.loop is not None else None
         if not (active and self.enabled and plan is not None
@@ -422,8 +424,8 @@ class Retargeting:
     def _left_by_friction(self, efforts: FloatArray, error: FloatArray) -> bool:
         """Whether the static ``efforts`` (m,) of the window after the friction test's
         dithered one, with their ``error`` (m,), differ from that window's by more than
-        :data:`FRICTION_TEST` × their combined errors (each at least the estimate's
-        :attr:`~poise.motion.masses.MassEstimate.effort_floor`) on some actuator."""
+        :data:`FRICTION_TEST` × their combined errors (with the estimate's
+        :attr:`~poise.motion.masses.MassEstimate.effort_floor` added) on some actuator."""
         _, tested, _, tested_error, _ = self._test_window
         floor = self.masses.effort_floor
         combined = np.sqrt(np.nan_to_num(np.asarray(error, float) ** 2, nan=np.inf)
