@@ -82,3 +82,32 @@ def test_a_redundant_robot_is_sent_to_the_nearest_held_configuration(dancer, mon
     away = plan.qa_goal - qa_now
     along_family = away - np.linalg.pinv(jac) @ (jac @ away)
     assert np.linalg.norm(along_family) < 1e-3 * np.linalg.norm(away)
+
+
+def test_a_target_only_the_stiffer_plant_holds_is_planned_for_it(dancer, tmp_path):
+    """``poise bench control``'s target 16 on ``stiff10``: the dancer upright with its centre
+    of mass 1.057 m high, above what its model's pointe holds (k0 / (m g) ≈ 1.04 m). The
+    model refuses it; with the springs as measured (10 % stiffer) the plan goes to a stable
+    held configuration of the model at whose actuators the plant holds the target."""
+    from poise.benchmarks.control import SEED, config_for
+    from poise.controller.simulate import SimulatedLoop
+    from poise.sim.named import write_named
+
+    model, rest, _ = dancer
+    loop = SimulatedLoop(config_for("dancer", "fb", "alg1",
+                                    write_named("dancer", "stiff10", tmp_path)), seed=SEED)
+    plant = loop.plant.physical
+    target = reachable_targets(plant, loop.limits.qa_min, loop.limits.qa_max, 17, SEED)[16]
+    with pytest.raises(planner.UnstableTarget, match="unstable"):
+        plan_target(model, target, [rest], TOL)
+    plan = plan_target(model, target, [rest], TOL, spring_scale=0.1)
+    assert plan.reachable and np.array_equal(plan.serves, target)
+    b = blocks(model, plan.q_goal)  # the model holds the goal, stably, within the limits
+    assert np.linalg.norm(b.Gu) < 1e-6 and np.linalg.eigvalsh(b.Huu).min() > 0
+    assert np.all(plan.qa_goal >= model.qa_min) and np.all(plan.qa_goal <= model.qa_max)
+    held = solve_statics(plant, plan.qa_goal, split(model, plan.q_goal)[1])
+    assert held.converged and held.stable  # and the plant holds the target there
+    assert np.linalg.norm(np.asarray(plant.fk(held.q)) - target) < TOL
+    # springs 10 % softer than the model's hold it no better: refused as before
+    with pytest.raises(planner.UnstableTarget):
+        plan_target(model, target, [rest], TOL, spring_scale=-0.1)

@@ -206,7 +206,8 @@ class SimulatedLoop:
         state = step.motion_state(self.params, self.measured(), stepper.q_bar)
         try:  # the goal first (milliseconds); the move, chosen on the model, only if it holds
             new, move = self.planner.replan(aim, state)
-        except ValueError:  # UnstableTarget, or a gain refused at the new goal
+        except ValueError as exc:  # UnstableTarget, OffBranch, or a gain refused there
+            record["refused"] = str(exc)
             return False
         record["reachable"] = bool(new.reachable)
         if move is None:

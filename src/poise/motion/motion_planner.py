@@ -48,6 +48,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from poise.ik.branch import check_lands
 from poise.models.base import FloatArray, MechanicalModel
 from poise.motion.options import MotionOptions
 from poise.motion.params import LiveParams, with_plan
@@ -147,13 +148,23 @@ class MotionPlanner:
         replan_stall>`): ``aim`` planned from ``state``, and its move (from
         ``state.move_from``) only where the plan reaches it; ``(plan, None)`` otherwise.
 
+        The move must bring the model to the plan's goal: moved slowly from
+        ``state.move_from``, the model may snap through a fold on the way, but where it comes
+        to rest must be the goal (:func:`~poise.ik.branch.slow_move_end`). A re-plan serves a
+        stalled target whose plant has already parted from the model; a move that leaves the
+        model on another branch than the plant's feeds the plant its Jacobian from there (the
+        dancer on ``real``: tipped over, 995 mm).
+
         Raises:
             UnstableTarget, ParamError: as :meth:`plan`.
+            OffBranch: the move would not bring the model to the plan's goal.
         """
         # the aim is where the model must go already (the plant's offset measured in it)
         plan = self.target_plan(aim, replace(state, spring_scale=0.0, plant=None))
         if not plan.reachable or plan.qa_goal is None:
             return plan, None
+        if state.move_from is not None and plan.q_goal is not None:
+            check_lands(self.model, state.move_from, plan.q_goal)
         return plan, self.move(plan, state)
 
     def target_plan(self, target: FloatArray, state: MotionState) -> TargetPlan:

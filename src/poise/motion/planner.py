@@ -249,11 +249,23 @@ def plan_target(model: MechanicalModel, target: FloatArray, starts: Sequence[Flo
         plant: the plant as its held efforts show it (:mod:`poise.motion.masses`); given,
             the plan is aimed for it (:func:`for_plant`) in place of ``spring_scale``.
 
+    A target the model holds only unstably may be held stably by the plant as the loop
+    measured it (``spring_scale`` or ``plant``: ``poise bench control``'s target 16 on
+    ``stiff10`` puts the dancer's centre of mass upright 1.057 m high, above the
+    ``k0 / (m g) ≈ 1.04`` m its model's pointe holds, and the pointe 10 % stiffer holds it):
+    the search for the plant then starts from the model's closest stable configuration, as
+    for a target the model does not reach.
+
     Raises:
-        UnstableTarget: the only held configuration found that reaches ``target`` is unstable.
+        UnstableTarget: the only held configuration found that reaches ``target`` is unstable
+            (with ``spring_scale`` or ``plant``: on the plant as measured too).
     """
-    plan = _aimed(model, _plan_target(model, np.asarray(target, dtype=float), starts, tol),
-                  tol, spring_scale, plant, qa_min, qa_max)
+    target = np.asarray(target, dtype=float)
+    for_measured = bool(spring_scale) or plant is not None
+    found, unstable = _plan_target(model, target, starts, tol, closest_if_unstable=for_measured)
+    plan = _aimed(model, found, tol, spring_scale, plant, qa_min, qa_max)
+    if unstable and plan.serves is None:  # the plant as measured does not hold it either
+        raise UnstableTarget(unstable)
     if period is None:
         return plan
     here = next((np.asarray(q, dtype=float) for q in starts if q is not None),
@@ -326,8 +338,8 @@ def for_springs(model: MechanicalModel, plan: TargetPlan, spring_scale: float, t
     A target the model does not reach (``plan`` unreachable: its closest held configuration)
     may be held by such a plant (the bench's dancer targets are the plant's); from that
     closest configuration the same search finds it, and the plan to the aim is reachable.
-    ``plan`` itself where it has no goal, the scaled model does not reach the target within
-    ``tol`` inside the limits, or the model holds no stable configuration at ``qa*``.
+    ``plan`` itself where it has no goal, the scaled model does not hold the target stably
+    within ``tol`` inside the limits, or the model holds no stable configuration at ``qa*``.
 
     Where the aim is more than :data:`AIM_NEAR` tolerances from the target, the plan also
     carries where such a plant will rest (:attr:`TargetPlan.plant_rest`): its move is then
@@ -340,9 +352,10 @@ def for_springs(model: MechanicalModel, plan: TargetPlan, spring_scale: float, t
     lo, hi = _bounds(model, qa_min, qa_max)
     target = np.asarray(plan.target, dtype=float)
     qa, qu = split(model, np.asarray(plan.q_goal, dtype=float))
-    reach = SpringScale.fixed(model, spring_scale).reach(
-        qa, qu, target, lambda J, e, a: bounded_correction(J, e, a, lo, hi))
-    if reach is None or float(np.linalg.norm(reach[1] - target)) > tol:
+    scaled = SpringScale.fixed(model, spring_scale)
+    reach = scaled.reach(qa, qu, target, lambda J, e, a: bounded_correction(J, e, a, lo, hi))
+    if reach is None or float(np.linalg.norm(reach[1] - target)) > tol or \
+            not scaled.rests_stably(reach[0], qu):
         return plan
     sol = solve_statics(model, reach[0], qu)
     if not (sol.converged and sol.stable):
@@ -350,7 +363,7 @@ def for_springs(model: MechanicalModel, plan: TargetPlan, spring_scale: float, t
     q = join(model, reach[0], sol.qu)
     aim = np.asarray(model.fk(q), dtype=float)
     far = float(np.linalg.norm(aim - target)) > AIM_NEAR * tol
-    rest = SpringScale.fixed(model, spring_scale).resting(reach[0], qu) if far else None
+    rest = scaled.resting(reach[0], qu) if far else None
     return replace(plan, target=aim, reachable=True, q_goal=q,
                    qa_goal=np.asarray(reach[0], dtype=float), error=0.0, serves=target,
                    plant_rest=rest, springs=float(spring_scale))
@@ -404,7 +417,7 @@ def for_plant(model: MechanicalModel, plan: TargetPlan, plant: MechanicalModel, 
         # the plant holds the model's goal on another branch (it tips over its pointe
         # where the model does not): its own held configuration for the target
         try:
-            own = _plan_target(plant, target, [np.asarray(plan.q_goal, dtype=float)], tol)
+            own = _plan_target(plant, target, [np.asarray(plan.q_goal, dtype=float)], tol)[0]
         except UnstableTarget:
             return plan
         if not own.reachable or own.qa_goal is None or \
@@ -495,9 +508,16 @@ def _plant_modes(model: MechanicalModel, plan: TargetPlan, loop: LoopLinearisati
 
 
 def _plan_target(model: MechanicalModel, target: FloatArray, starts: Sequence[FloatArray],
-                 tol: float) -> TargetPlan:
+                 tol: float, *, closest_if_unstable: bool = False) -> tuple[TargetPlan, str]:
+    """The model's plan of ``target`` (the module docstring) and ``""``; where the only held
+    configuration that reaches it is unstable, with ``closest_if_unstable`` the plan of the
+    closest stable one (unreachable) and why the target itself is refused.
+
+    Raises:
+        UnstableTarget: that case, without ``closest_if_unstable``.
+    """
     if model.m == model.n:
-        return TargetPlan(target)
+        return TargetPlan(target), ""
     options = HeldOptions(tol=tol / 10, max_iter=MAX_ITER)
     rest = rest_pose(model)
     candidates = [np.asarray(q, dtype=float) for q in starts if q is not None] + [rest]
@@ -516,17 +536,19 @@ def _plan_target(model: MechanicalModel, target: FloatArray, starts: Sequence[Fl
         best = min(good, key=lambda r: float(np.linalg.norm(split(model, r.q)[0] - qa_now)))
         if model.m > target.size:  # a family of held configurations reaches the target
             best = _nearest(model, target, best, qa_now, options)
-        return _plan(model, target, best, True)
+        return _plan(model, target, best, True), ""
+    stable = [r for r in results if r.stable is not False] or results
+    best = min(stable, key=lambda r: r.position_error)
     r2 = algorithm2(model, target, candidates[0], options=options)
     if r2.success and r2.stable is False:
         closest = min(results, key=lambda r: r.position_error)
-        raise UnstableTarget(
-            f"target {target.tolist()}: the held configuration that reaches it is unstable "
-            f"(min eig H_uu = {r2.min_eig_Huu:.3g} < 0); a collocated controller cannot hold "
-            f"it (closest stable: task error {closest.position_error:.3g})")
-    stable = [r for r in results if r.stable is not False] or results
-    best = min(stable, key=lambda r: r.position_error)
-    return _plan(model, target, best, best.position_error <= tol)
+        why = (f"target {target.tolist()}: the held configuration that reaches it is unstable "
+               f"(min eig H_uu = {r2.min_eig_Huu:.3g} < 0); a collocated controller cannot "
+               f"hold it (closest stable: task error {closest.position_error:.3g})")
+        if not closest_if_unstable:
+            raise UnstableTarget(why)
+        return _plan(model, target, best, False), why
+    return _plan(model, target, best, best.position_error <= tol), ""
 
 
 def _nearest(model: MechanicalModel, target: FloatArray, found: IKResult,

@@ -97,10 +97,11 @@ and the corrections end.
 **Stall.** When the bounded correction cannot remove the mismatch (its residual above the
 tolerance: an actuator at a limit on a branch that cannot reach the target), the corrector
 reports a *stall* (:attr:`Retargeting.stalled`) with the model's offset from the plant at the
-setpoint now, ``x̄ − h(q)`` (what the corrections and the integrator made is kept); the owner
-of the planner re-plans from the measured state to ``target + x̄ − h(q)`` (another member of
-the held family that reaches it within the limits, :meth:`poise.controller.simulate.
-SimulatedLoop.set_target`).
+setpoint now, ``x̄ − h(q)``, plus the task bias in use ``b`` (what the corrections and the
+integrator made is kept); the owner of the planner re-plans the model from the measured state
+to ``target + x̄ − h(q) + b`` (another member of the held family that reaches it within the
+limits and that the move there brings the model to, :meth:`poise.controller.simulate.
+SimulatedLoop.replan_stall`).
 
 **On the exact model** the mismatch is the difference between the simulated arm and the
 model's prediction of it: sensor noise averaged over a period, far below the threshold
@@ -117,6 +118,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from poise.api.rules import GAIN_UNCERTAINTY
+from poise.ik.branch import follow_branch
 from poise.ik.held_common import held_jacobian
 from poise.models.actuation import blocks
 from poise.models.base import FloatArray, MechanicalModel
@@ -272,8 +274,9 @@ class Retargeting:
         #: ``gain × T_d`` < :data:`SLOW_GAIN`.
         self.rate_gain = 0.0
         #: A stall: the model's offset from the plant at the setpoint now, ``x̄ − h(q)``
-        #: [task units], which the limits keep the corrections from removing; None when
-        #: none. The owner re-plans to ``target + stalled`` and clears it.
+        #: plus the task bias in use (:meth:`watch_stall`) [task units], which the limits
+        #: keep the corrections from removing; None when none. The owner re-plans the
+        #: model to ``target + stalled`` and clears it.
         self.stalled: FloatArray | None = None
         #: The plant's stiffness scale as the windows that called for a correction showed it
         #: (:mod:`poise.motion.springs`); kept over plans.
@@ -504,9 +507,12 @@ class Retargeting:
         anti-windup held one (``held``: its effort at the limit) and the mismatch did not
         shrink by half. Then :attr:`stalled` is the mean over that window of ``x̄ − x_meas``
         (``x_bar``: the model's task value at the setpoint now), the model's offset from the
-        plant where it stands, so that a re-plan to ``target + stalled`` keeps what the
-        corrections and the integrator made (from the plan's own end instead, the dancer's
-        re-plan undid a correction of 16 cm), and the corrections end."""
+        plant where it stands, plus the task bias in use (:attr:`task_bias`, the model's task
+        minus the plant's where their masses differ, :mod:`poise.motion.masses`), so that a
+        re-plan on the model to ``target + stalled`` brings the plant to the target and keeps
+        what the corrections and the integrator made (from the plan's own end instead, the
+        dancer's re-plan undid a correction of 16 cm; without the bias, the dancer on
+        ``real`` was re-planned 39 mm off, from 8 mm to 44 mm), and the corrections end."""
         if self.stalled is not None or self.ended == "off" or self.ended.startswith("stalled"):
             return
         span = qa_max - qa_min
@@ -523,7 +529,7 @@ class Retargeting:
         self._stall_count += 1
         self._stall_sum += x_bar - x_meas
         if self._stall_count >= self._window and norm > 0.5 * self._stall_first:
-            self.stalled = self._stall_sum / self._stall_count
+            self.stalled = self._stall_sum / self._stall_count + self.task_bias
             self.ended = f"stalled at a limit ({norm * 1e3:.2g} mm)"
             self._stall_count = 0
 
@@ -676,25 +682,24 @@ class Retargeting:
             # the limits keep the correction from the target: no move into them (the
             # owner re-plans from the measured state, :attr:`stalled`: the model's offset
             # from the plant at the setpoint now, as :meth:`watch_stall` gives it)
-            self.stalled = mismatch + np.asarray(self.model.fk(q_bar), dtype=float) \
-                - self._predicted
+            self.stalled = answer + np.asarray(self.model.fk(q_bar), dtype=float) \
+                - self._predicted + self.task_bias
             self.ended = f"stalled at a limit ({residual * 1e3:.2g} mm left)"
             return None
         if not np.any(delta):
             return start if retry else None
         if not self._holds_stably(q_bar, start + delta):
-            self.ended = "the corrected setpoint is not a stable held configuration"
+            self.ended = "the corrected setpoint is past a fold of the model's held configurations"
             return None
         return start + delta
 
     def _holds_stably(self, q_bar: FloatArray, qa: FloatArray) -> bool:
-        """Whether the model holds ``qa`` at a stable configuration near ``q_bar`` (a large
-        correction could carry the dancer past the top of its pointe)."""
-        from poise.ik.statics import solve_statics  # here: corrections are rare
-        from poise.models.actuation import split
-
-        sol = solve_statics(self.model, qa, split(self.model, q_bar)[1])
-        return bool(sol.converged and sol.stable)
+        """Whether the model, moved from ``q_bar`` to the setpoint ``qa`` in a straight line,
+        stays on ``q_bar``'s branch of stable held configurations (no fold on the way,
+        :func:`~poise.ik.branch.follow_branch`: a large correction could carry the dancer
+        past the top of its pointe, and past a fold the model's Jacobian is not the
+        plant's)."""
+        return follow_branch(self.model, q_bar, qa).whole
 
     def move(self, qa: FloatArray, goal: FloatArray, speed: FloatArray,
              detuning: float | None = None) -> ShapedMove:

@@ -167,6 +167,15 @@ class SpringScale:
         b = self._held(np.asarray(qa, dtype=float), qu)
         return join(self.model, b.qa, b.qu)
 
+    def rests_stably(self, qa: FloatArray, qu: FloatArray) -> bool:
+        """Whether a plant with springs ``1 + ŝ`` rests stably at the actuators ``qa``:
+        Newton from ``qu`` converges (:meth:`resting`) where it holds stably
+        (:meth:`holds_stably`; Newton alone finds unstable equilibria too: with the dancer's
+        pointe 10 % softer it "held" an upright centre of mass the pointe cannot hold)."""
+        b = self._held(np.asarray(qa, dtype=float), qu)
+        g = self._passive(b, join(self.model, b.qa, b.qu))
+        return float(np.linalg.norm(g)) < NEWTON_TOL and self.holds_stably(b)
+
     def _held(self, qa: FloatArray, qu: FloatArray) -> ActuationBlocks:
         """The blocks at the held configuration of the scaled model at ``qa`` (Newton on
         ``G_u + ŝ k_u = 0`` from ``qu``)."""
@@ -176,11 +185,16 @@ class SpringScale:
         for _ in range(NEWTON_ITER):
             q = join(model, qa, qu)
             b = blocks(model, q)
-            g = b.Gu + scale * (self._c_inv.T @ (self._K * (q - self._rest)))[m:]
+            g = self._passive(b, q)
             if float(np.linalg.norm(g)) < NEWTON_TOL:
                 return b
             qu = qu - np.linalg.solve(b.Huu + scale * Kc[m:, m:], g)
         return blocks(model, join(model, qa, qu))
+
+    def _passive(self, b: ActuationBlocks, q: FloatArray) -> FloatArray:
+        """``G_u + ŝ k_u`` at ``q`` (blocks ``b``): the scaled model's unactuated force."""
+        m = self.model.m
+        return b.Gu + self.scale * (self._c_inv.T @ (self._K * (q - self._rest)))[m:]
 
     def jacobian_at(self, b: ActuationBlocks) -> FloatArray:
         """:meth:`held_jacobian` from the model's blocks ``b`` at the configuration."""

@@ -32,6 +32,7 @@ import math
 
 import numpy as np
 
+from poise.ik.branch import positive_definite
 from poise.ik.held import algorithm1_step, damped_pinv, follow_statics, limited_rates
 from poise.ik.statics import StaticsSolution, solve_statics
 from poise.models.actuation import ActuationBlocks, blocks, join, split
@@ -133,7 +134,7 @@ class Alg1Stepper(Stepper):
                 qu = qu - np.linalg.solve(nb.Huu, nb.Gu)
             except np.linalg.LinAlgError:
                 break
-        stable = converged and _positive_definite(nb.Huu)
+        stable = converged and positive_definite(nb.Huu)
         if not stable:
             self.fallbacks += 1
             assert self.statics is not None
@@ -146,16 +147,6 @@ class Alg1Stepper(Stepper):
         self.statics = StaticsSolution(q=q, qa=nb.qa, qu=nb.qu,
                                        residual=float(np.linalg.norm(nb.Gu)), converged=True,
                                        iterations=0, eig_Huu=np.zeros(0), verdict="stable")
-
-
-def _positive_definite(a: FloatArray) -> bool:
-    if not a.size:
-        return True
-    try:
-        np.linalg.cholesky(0.5 * (a + a.T))
-    except np.linalg.LinAlgError:
-        return False
-    return True
 
 
 class Alg2Stepper(Stepper):

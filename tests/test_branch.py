@@ -1,0 +1,116 @@
+"""Following a held configuration along a straight move of the actuators (``poise.ik.branch``)
+and the re-plan it refuses: the dancer's model, bistable on its pointe (leaning left or right
+with the same hips), where ``poise bench control``'s target 16 on the ``real`` plant was
+re-planned across a fold and the plant tipped over."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from poise.benchmarks.control import config_for
+from poise.controller.simulate import SimulatedLoop
+from poise.ik.branch import OffBranch, check_lands, follow_branch, slow_move_end
+from poise.ik.statics import solve_statics
+from poise.models import load_model
+from poise.models.actuation import blocks, split
+from poise.motion.motion_planner import MotionState
+from poise.motion.retarget import Retargeting
+
+#: The model's q̄ when target 16 stalled (qa, qu), where the plant stood (q), the last plan's
+#: goal and the re-plan's aim (rounded from the bench's run).
+QA_FROM, QU_FROM = [0.3768, 1.5618, -2.9740], 0.278
+Q_MEASURED = [0.4063, 0.3780, 1.5606, -2.9729]
+QA_OLD_GOAL, QU_OLD_GOAL = [0.3499, 1.7622, -2.9940], 0.301
+AIM = [-0.34481, 1.02943]
+#: The re-plan's goal (qa, qu): stable, leaning right as the plant did.
+QA_GOAL, QU_GOAL = [0.2519, 2.1264, -3.0], 0.3321
+
+
+@pytest.fixture(scope="module")
+def dancer():
+    return load_model("dancer")
+
+
+def held(model, qa, qu) -> np.ndarray:
+    """The stable held configuration at the actuators ``qa`` nearest ``qu``."""
+    sol = solve_statics(model, np.asarray(qa, float), np.atleast_1d(float(qu)), tol=1e-11)
+    assert sol.converged and sol.stable
+    return sol.q
+
+
+def min_eig(model, q) -> float:
+    return float(np.linalg.eigvalsh(blocks(model, q).Huu)[0])
+
+
+def test_the_branch_is_followed_to_its_fold_where_the_held_configuration_vanishes(dancer):
+    start, goal = held(dancer, QA_FROM, QU_FROM), held(dancer, QA_GOAL, QU_GOAL)
+    path = follow_branch(dancer, start, split(dancer, goal)[0])
+    assert not path.whole and 0.1 < path.reached < 0.5
+    # every configuration followed is held and stable; at the end H_uu all but vanishes
+    end = blocks(dancer, path.q_end)
+    assert np.linalg.norm(end.Gu) < 1e-8
+    assert 0 < min_eig(dancer, path.q_end) < 0.05 * min_eig(dancer, start)
+    np.testing.assert_allclose(end.qa, path.fold_qa, atol=1e-12)
+    # a little past the fold no held configuration is near: the robot falls a long way
+    beyond = path.fold_qa + 0.01 * (split(dancer, goal)[0] - split(dancer, start)[0])
+    fallen = solve_statics(dancer, beyond, end.qu, tol=1e-11)
+    assert fallen.converged and fallen.stable
+    assert float(np.max(np.abs(fallen.qu - end.qu))) > 0.2
+
+
+def test_a_move_across_the_fold_comes_to_rest_on_the_other_branch_and_is_refused(dancer):
+    start, goal = held(dancer, QA_FROM, QU_FROM), held(dancer, QA_GOAL, QU_GOAL)
+    qa_goal, qu_goal = split(dancer, goal)
+    end, falls = slow_move_end(dancer, start, qa_goal)
+    qa_end, qu_end = split(dancer, end)
+    assert falls == 1
+    np.testing.assert_allclose(qa_end, qa_goal, atol=1e-12)
+    # two stable held configurations at the same actuators: leaning left and right
+    assert np.linalg.norm(blocks(dancer, end).Gu) < 1e-8 and min_eig(dancer, end) > 0
+    assert qu_end[0] < -0.5 and qu_goal[0] > 0.3
+    with pytest.raises(OffBranch, match=r"comes to rest at .*qu = \[-0\.58"):
+        check_lands(dancer, start, goal)
+
+
+def test_a_move_along_one_branch_and_a_snap_through_onto_the_goal_both_land(dancer):
+    start = held(dancer, QA_FROM, QU_FROM)
+    old = held(dancer, QA_OLD_GOAL, QU_OLD_GOAL)
+    path = follow_branch(dancer, start, split(dancer, old)[0])
+    assert path.whole and path.reached == 1.0
+    np.testing.assert_allclose(path.q_end, old, atol=1e-8)
+    check_lands(dancer, start, old)
+    # the exact model's one snap-through in the bench: the dancer swings its weight over
+    # the pointe, falls past a fold and comes to rest on the goal itself
+    left = held(dancer, [-0.287, -1.898, 2.393], -0.331)
+    right = held(dancer, [-0.007, -1.628, 2.367], 0.697)
+    assert not follow_branch(dancer, left, split(dancer, right)[0]).whole
+    assert slow_move_end(dancer, left, split(dancer, right)[0])[1] == 1
+    check_lands(dancer, left, right)
+
+
+def test_the_stall_replan_across_the_fold_is_refused_with_the_reason(dancer):
+    """The re-plan that tipped the plant over (``MotionPlanner.replan``): its goal reaches
+    the aim, stable, but the move there leaves the model on the other branch."""
+    loop = SimulatedLoop(config_for("dancer", "fb", "alg1"), seed=1)
+    start = held(loop.model, QA_FROM, QU_FROM)
+    state = MotionState(loop.params, q_bar=start, q=np.array(Q_MEASURED),
+                        goal=held(loop.model, QA_OLD_GOAL, QU_OLD_GOAL), move_from=start)
+    with pytest.raises(OffBranch, match="would not end at the goal"):
+        loop.planner.replan(np.array(AIM), state)
+    plan = loop.planner.target_plan(np.array(AIM), state)
+    assert plan.reachable and split(loop.model, plan.q_goal)[1][0] > 0.3
+
+
+def test_a_correction_across_the_fold_is_not_taken(dancer):
+    """Sampled re-targeting takes a corrected setpoint only where the model moves to it on
+    its branch: the minimisation from q̄ finds a stable configuration there too (leaning the
+    other way), which the check before took."""
+    start = held(dancer, QA_FROM, QU_FROM)
+    retarget = Retargeting(dancer, 1e-3, 2e-3)
+    across = np.array(QA_GOAL)
+    fallen = solve_statics(dancer, across, np.atleast_1d(QU_FROM))
+    assert fallen.converged and fallen.stable  # what the check before accepted
+    assert not retarget._holds_stably(start, across)
+    assert retarget._holds_stably(start, np.array(QA_OLD_GOAL))
+
