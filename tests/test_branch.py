@@ -114,3 +114,41 @@ def test_a_correction_across_the_fold_is_not_taken(dancer):
     assert not retarget._holds_stably(start, across)
     assert retarget._holds_stably(start, np.array(QA_OLD_GOAL))
 
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_the_ik_holds_at_the_models_fold_and_a_planned_move_snaps_through(dancer, compiled):
+    """Algorithm 1's commit past the fold of the branch q̄ is on: while the IK integrates
+    the setpoint stays at the fold's edge (the model would lean the other way, the plant,
+    which differs from it, may not); during a planned move q̄ snaps through to the other
+    branch, as the model says the robot does. The compiled stepper does as the reference."""
+    from poise.motion.compiled_steppers import make_compiled_stepper
+    from poise.motion.stepper import FOLD_JUMP, make_stepper
+
+    start, goal = held(dancer, QA_FROM, QU_FROM), held(dancer, QA_GOAL, QU_GOAL)
+    qa_start, qa_goal = split(dancer, start)[0], split(dancer, goal)[0]
+    path = follow_branch(dancer, start, qa_goal)
+    edge = path.q_end  # the last held configuration before the fold
+    beyond = path.fold_qa + 0.01 * (qa_goal - qa_start)
+    params = SimulatedLoop(config_for("dancer", "fb", "alg1"), seed=1).params
+    for moving in (False, True):
+        stepper = make_compiled_stepper("alg1", dancer) if compiled else \
+            make_stepper("alg1", dancer)
+        stepper.reset(edge, dancer.qa_min, dancer.qa_max)
+        stepper.propose(params, None, 1e-3)
+        stepper.moving = moving
+        stepper.commit(beyond)
+        qa, qu = split(dancer, np.asarray(stepper.q_bar))
+        if moving:  # snapped through: leaning the other way at the new actuators
+            np.testing.assert_allclose(qa, beyond, atol=1e-12)
+            assert qu[0] < split(dancer, edge)[1][0] - FOLD_JUMP
+            assert stepper.fold_holds == 0
+        else:  # held: q̄ and the setpoint q̄a where the branch still holds
+            np.testing.assert_allclose(stepper.q_bar, edge, atol=1e-9)
+            np.testing.assert_allclose(stepper.qa, split(dancer, edge)[0], atol=1e-12)
+            assert stepper.fold_holds == 1 and stepper.fallbacks == 1
+            # the integrator pushes on into the fold: held again (without a full solve)
+            stepper.propose(params, None, 1e-3)
+            stepper.commit(beyond + 1e-4)
+            np.testing.assert_allclose(stepper.q_bar, edge, atol=1e-9)
+            assert stepper.fold_holds == 2 and stepper.fallbacks == 2

@@ -14,6 +14,8 @@ from conftest import plant_with_springs
 from poise.api.rules import GAIN_UNCERTAINTY
 from poise.benchmarks.control import SEED, band, config_for, reachable_targets, run_case
 from poise.controller.simulate import SimulatedLoop
+from poise.ik.held_common import held_jacobian
+from poise.models.actuation import blocks
 from poise.models.registry import load_model
 from poise.motion import retarget, ringwatch, stability
 from poise.motion.bounds import DEFAULT_FRACTION, ROBUST_FRACTION, assess
@@ -576,3 +578,34 @@ def test_a_stall_sends_the_model_past_the_plant_by_the_task_bias_in_use():
         retarget.watch_stall(x_meas + 0.01, x_meas, at_limit, lo, hi, False, x_bar)
     np.testing.assert_allclose(retarget.stalled, x_bar - x_meas + retarget.task_bias,
                                atol=1e-12)
+
+
+@pytest.mark.parametrize("friction", [False, True])
+def test_a_window_credits_the_integrator_unless_friction_may_have_eaten_its_motion(friction):
+    """The integrator moves the setpoint through a window while the measured mismatch stays
+    20 mm (the plant did not move). Without friction shown, the window's mismatch is taken
+    at the setpoint it ends at, crediting the integrator's motion on the model (the exact
+    model's windows stay as they were); with friction, where the plant need not have moved,
+    it is the mismatch measured where the window ends."""
+    model = load_model("soft_arm_stiff")
+    plan = plan_target(model, TARGET, [np.zeros(model.n)], 2e-3, period=1 / 250)
+    r = Retargeting(model, 1 / 250, 2e-3)
+    r.begin(plan, True)
+    r.friction = friction
+    x = np.asarray(model.fk(plan.q_goal), dtype=float)
+    off = np.array([0.02, 0.0])
+    J = held_jacobian(blocks(model, plan.q_goal))
+    drift = 0.3 * np.linalg.pinv(J) @ off  # the integrator's motion over the window
+    n = r._window
+    for i in range(n):
+        qa = plan.qa_goal + drift * i / (n - 1)
+        full = r.observe(x + off, x, qa, 0, plan.q_goal)
+    assert full
+    lo, hi = np.asarray(model.qa_min, float), np.asarray(model.qa_max, float)
+    assert r.correction(plan.q_goal, qa, 1.0, lo, hi) is not None
+    taken = r.corrections[-1].mismatch
+    if friction:
+        np.testing.assert_allclose(taken, off, atol=1e-9)
+    else:  # the integrator credited with J Δqa from the window's middle to its end
+        np.testing.assert_allclose(taken, off - J @ (drift / 2), atol=2e-4)
+        assert np.linalg.norm(taken - off) > 0.002

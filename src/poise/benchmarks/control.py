@@ -190,6 +190,9 @@ def run_case(name: str, mode: str, algorithm: str, targets: Sequence[FloatArray]
             # (fb, poise.motion.dither)
             "friction": retarget.friction if retarget is not None else False,
             "replans": loop.replans,
+            # commits Algorithm 1 held at a fold of the model's held configurations while
+            # integrating (poise.motion.stepper.snaps_through)
+            "fold_holds": getattr(loop.step.stepper, "fold_holds", 0),
             "plant_differs": loop.plant.differences,
             "calibration": calibration,
             "rate_hz": loop.config.loop.rate,

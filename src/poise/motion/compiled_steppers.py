@@ -32,6 +32,7 @@ from poise.kernels.blocks import Layout
 from poise.kernels.packed import PackedModel, f64, has_kernels, pack
 from poise.models.actuation import join, split
 from poise.models.base import FloatArray, MechanicalModel
+from poise.motion.stepper import FoldHold
 
 if TYPE_CHECKING:
     from poise.motion.params import LiveParams
@@ -52,6 +53,9 @@ class CompiledStepper:
     name = ""
     #: Status bits of :meth:`guard`.
     NONFINITE, HELD = guard.NONFINITE, guard.HELD
+    #: A planned move set the actuators of the last cycle (:meth:`cycle`; as
+    #: :attr:`poise.motion.stepper.Stepper.moving`).
+    moving = False
     #: The outcome of :meth:`wire` that committed a cycle and made its setpoint frame.
     WIRE_OK = wire_kernel.WIRE_OK
 
@@ -148,6 +152,7 @@ class CompiledStepper:
         if p_status != steps.OK:
             raise np.linalg.LinAlgError(f"{self.name} step: singular matrix")
         if not g_status & self.NONFINITE:
+            self.moving = move_qa is not None
             self._took(new, int(c_status), finite)
         return x_meas, x_meas if fb else old[self._x], int(g_status)
 
@@ -306,6 +311,9 @@ class CompiledAlg1Stepper(CompiledStepper):
     def __init__(self, model: MechanicalModel, packed: PackedModel | None = None) -> None:
         super().__init__(model, packed)
         self.fallbacks = 0
+        #: Commits held at a fold (:class:`~poise.motion.stepper.FoldHold`).
+        self.fold_holds = 0
+        self.fold = FoldHold()
         self._statics_qu: FloatArray = self._state[self._qu].copy()  # warm start of fallbacks
 
     def _solve(self, qa: FloatArray, qu0: FloatArray) -> None:
@@ -316,6 +324,7 @@ class CompiledAlg1Stepper(CompiledStepper):
     def reset(self, q: FloatArray, qa_min: FloatArray, qa_max: FloatArray) -> None:
         qa, qu = split(self.model, q)
         self._limits(qa_min, qa_max)
+        self.fold = FoldHold()
         self._solve(np.clip(qa, qa_min, qa_max), qu)
 
     def _check(self, p: LiveParams, update: int) -> None:
@@ -335,7 +344,15 @@ class CompiledAlg1Stepper(CompiledStepper):
             self._statics_qu = new[self._qu]
             return
         self.fallbacks += 1
-        self._solve(qa, self._statics_qu)
+        if self.fold.again(qa, self.moving):
+            self.fold_holds += 1
+            return
+        sol = solve_statics(self.model, qa, self._statics_qu, tol=self.statics_tol)
+        if self.fold.holds(qa, sol.qu, self._statics_qu, self.moving):
+            self.fold_holds += 1  # the state (q̄, the setpoint q̄a) stays at the fold's edge
+            return
+        self._set(sol.q)
+        self._statics_qu = sol.qu
 
 
 class CompiledAlg2Stepper(CompiledStepper):

@@ -765,6 +765,7 @@ class ControlStep:
             x_ik = None if not fb else x_meas if projection is None else \
                 aimed.target - projection @ (aimed.target - x_meas)  # x̄ − Π (x̄ − h(q))
             proposed = stepper.propose(aimed, x_ik, period)
+            stepper.moving = move_qa is not None
             stepper.commit(self._safe_setpoint(stepper, proposed, q, fb, saturated,
                                                p.algorithm, move_qa))
             self._retarget_cycle(p, x_meas, fb, saturated, q, efforts)

@@ -45,12 +45,22 @@ STATICS_TOL = 1e-8
 NEWTON_ITER = 4
 #: Largest change of any configuration coordinate in one cycle (Alg. 2, plain) [rad].
 MAX_STEP = 0.05
+#: A change of q̄u in one commit above this is a snap to another branch of held
+#: configurations (:func:`snaps_through`) [unactuated units].
+FOLD_JUMP = 0.05
+#: A failed re-solve this close to the actuators last held at a fold is held again without
+#: the full solve (:class:`FoldHold`) [actuator units].
+REFUSED_NEAR = 1e-3
 
 
 class Stepper:
     """Common state: ``q_bar``, its blocks, ``qa`` (= q̄a), ``tau`` (= G_a(q̄)), ``residual``."""
 
     name = ""
+    #: A planned move sets the actuators this cycle (the owner sets it before ``commit``):
+    #: Algorithm 1 may then snap through a fold onto another branch of held configurations,
+    #: as the plan's move does; otherwise it holds at the fold (:func:`snaps_through`).
+    moving = False
 
     def __init__(self, model: MechanicalModel) -> None:
         self.model = model
@@ -103,9 +113,13 @@ class Alg1Stepper(Stepper):
         super().__init__(model)
         self.statics: StaticsSolution | None = None
         self.fallbacks = 0
+        #: Commits held at a fold of the model's held configurations (:class:`FoldHold`).
+        self.fold_holds = 0
+        self.fold = FoldHold()
 
     def reset(self, q: FloatArray, qa_min: FloatArray, qa_max: FloatArray) -> None:
         qa, qu = split(self.model, q)
+        self.fold = FoldHold()
         sol = solve_statics(self.model, np.clip(qa, qa_min, qa_max), qu, tol=STATICS_TOL)
         self.statics = sol
         self._set(sol.q)
@@ -138,7 +152,13 @@ class Alg1Stepper(Stepper):
         if not stable:
             self.fallbacks += 1
             assert self.statics is not None
+            if self.fold.again(qa, self.moving):
+                self.fold_holds += 1
+                return
             sol = solve_statics(model, qa, self.statics.qu, tol=STATICS_TOL)
+            if self.fold.holds(qa, sol.qu, self.statics.qu, self.moving):
+                self.fold_holds += 1  # q̄, and the setpoint q̄a, stay at the fold's edge
+                return
             self.statics = sol
             self._set(sol.q)
             return
@@ -147,6 +167,43 @@ class Alg1Stepper(Stepper):
         self.statics = StaticsSolution(q=q, qa=nb.qa, qu=nb.qu,
                                        residual=float(np.linalg.norm(nb.Gu)), converged=True,
                                        iterations=0, eig_Huu=np.zeros(0), verdict="stable")
+
+
+class FoldHold:
+    """Algorithm 1 held at a fold (:func:`snaps_through`), and the actuators it refused last:
+    the integrator pushes on into the fold cycle after cycle, and a commit whose Newton
+    re-solve fails again within :data:`REFUSED_NEAR` of them is held without the full
+    statics solve (0.6 ms on the dancer, each cycle)."""
+
+    def __init__(self) -> None:
+        self.refused: FloatArray | None = None
+
+    def again(self, qa: FloatArray, moving: bool) -> bool:
+        """Whether ``qa``, past the branch's end again, is held without a solve."""
+        refused = self.refused
+        return not moving and refused is not None and \
+            bool(np.max(np.abs(np.asarray(qa) - refused)) < REFUSED_NEAR)
+
+    def holds(self, qa: FloatArray, qu_new: FloatArray, qu_old: FloatArray,
+              moving: bool) -> bool:
+        """:func:`snaps_through`, remembering ``qa`` when it holds (forgetting it when not)."""
+        held = snaps_through(qu_new, qu_old, moving)
+        self.refused = np.array(qa, dtype=float) if held else None
+        return held
+
+
+def snaps_through(qu_new: FloatArray, qu_old: FloatArray, moving: bool) -> bool:
+    """Whether Algorithm 1's re-solve of the statics, falling back to the stable
+    configuration nearest the last (the Newton re-solve failed: past a fold of the held
+    configurations, the branch q̄ was on ends), left that branch (a change of ``qu`` above
+    :data:`FOLD_JUMP`) while the IK integrates rather than a planned move runs (``moving``).
+    Then the commit is not taken: the model would lean the other way while the robot, which
+    differs from it, may not (the dancer on ``real``: past its model's fold the integrator
+    fed the plant a Jacobian of the other branch and it toppled, ``poise bench control``
+    target 16). A planned move snaps through as planned (the exact dancer swings its weight
+    over the pointe that way)."""
+    return not moving and bool(np.max(np.abs(np.asarray(qu_new) - np.asarray(qu_old)),
+                                      initial=0.0) > FOLD_JUMP)
 
 
 class Alg2Stepper(Stepper):
