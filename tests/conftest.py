@@ -133,3 +133,10 @@ def dxl_sim():
     sim = start_dynamixel_sim("tendon_3link", 1000.0)
     yield sim
     sim.stop()
+
+
+#: ``poise run`` arguments for a device watchdog in runs that are not about it
+#: (tests/test_watchdog_sides.py is): on the 2-core CI machine, 4 test workers and a cold
+#: kernel cache, the host of a ``poise run`` went quiet for 559 ms and the default 100 ms
+#: watchdog faulted it before the test's signal.
+PATIENT_WATCHDOG = ("--set", "device.watchdog_ms=2000")

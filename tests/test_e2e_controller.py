@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import wait_until
+from conftest import PATIENT_WATCHDOG, wait_until
 from poise.api.bus import Command
 from poise.api.state import State
 from poise.controller.config import load_config
@@ -214,7 +214,8 @@ def test_estop_latches_until_clear(sim_device):
 def test_poise_run_json_summary_through_the_cli(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "poise", "run", "--no-mqtt", "--duration", "2",
-         "--json-summary", "--quiet"], capture_output=True, text=True, timeout=60,
+         "--json-summary", "--quiet", *PATIENT_WATCHDOG], capture_output=True, text=True,
+        timeout=60,
         cwd=tmp_path)
     s = json.loads(out.stdout)
     # exit 0 if the target was reached within the 2 s, 1 if not (a slow machine): never else

@@ -20,6 +20,7 @@ import uuid
 import numpy as np
 import pytest
 
+from conftest import PATIENT_WATCHDOG
 from poise.api.bus import Command
 from poise.api.state import State
 from poise.controller.config import ConfigError, config_from_dict, load_config
@@ -126,8 +127,9 @@ def test_model_values_beyond_physical_ranges_are_refused_with_their_key():
 
 def run_poise(*args: str, cwd, env_extra: dict[str, str] | None = None) -> subprocess.Popen:
     env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env_extra or {})}
-    return subprocess.Popen([sys.executable, "-m", "poise", "run", *args], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen([sys.executable, "-m", "poise", "run", *PATIENT_WATCHDOG, *args],
+                            cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
 
 
 class Lines:
