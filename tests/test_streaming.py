@@ -345,7 +345,9 @@ def test_the_service_follows_a_reference_of_time_stamped_samples(sim_device):
     assert targets.max() == pytest.approx(0.5 + amplitude, abs=2e-3)
     late = np.arange(len(records)) > len(records) // 3
     rms = math.sqrt(float(np.mean((tips - targets)[late & moving] ** 2)))
-    assert rms < 0.1 * amplitude, rms
+    # the goal at 0.25 Hz in fb (issue 33): 15 % of A; in real time through a pty (12 % with
+    # two test suites on the 2-core machine, 3.8 % in simulated time)
+    assert rms < 0.15 * amplitude, rms
     events = [e for e in ctl.history() if e.kind == "command" and e.data["name"] == "reference"]
     assert len(events) == 1  # the first sample's, not one per sample
 
