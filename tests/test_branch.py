@@ -102,6 +102,27 @@ def test_the_stall_replan_across_the_fold_is_refused_with_the_reason(dancer):
     assert plan.reachable and split(loop.model, plan.q_goal)[1][0] > 0.3
 
 
+def test_the_loop_records_the_refused_replan_as_reachable_with_the_reason(dancer,
+                                                                         monkeypatch):
+    """``SimulatedLoop.replan_stall`` at that stall: the goal reaches the aim (the record
+    says so) and the re-plan is refused for where the move would leave the model."""
+    loop = SimulatedLoop(config_for("dancer", "fb", "alg1"), seed=1)
+    loop.start()
+    loop.set_target(np.array(AIM))
+    start = held(loop.model, QA_FROM, QU_FROM)
+    state = MotionState(loop.params, q_bar=start, q=np.array(Q_MEASURED),
+                        goal=held(loop.model, QA_OLD_GOAL, QU_OLD_GOAL), move_from=start)
+    monkeypatch.setattr(loop.step, "motion_state", lambda *args: state)
+    plan = loop.step.plan
+    loop.step.retarget.stalled = np.array(AIM) - np.asarray(plan.live_target)
+    assert not loop.replan_stall()
+    record = loop.replans[-1]
+    assert record["reachable"] and not record["moved"]
+    assert "would not end at the goal" in record["refused"]
+    np.testing.assert_allclose(record["aim"], AIM, atol=1e-12)
+    assert loop.step.plan is plan  # nothing adopted
+
+
 def test_a_correction_across_the_fold_is_not_taken(dancer):
     """Sampled re-targeting takes a corrected setpoint only where the model moves to it on
     its branch: the minimisation from q̄ finds a stable configuration there too (leaning the

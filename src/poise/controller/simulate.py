@@ -27,6 +27,7 @@ import numpy as np
 from poise.controller.config import Config, ControllerModel, build_model
 from poise.devices.base import Status
 from poise.devices.inprocess import SimulatedDevice
+from poise.ik.branch import OffBranch
 from poise.models.base import FloatArray
 from poise.motion.live import (
     MAP_REFRESH_S,
@@ -206,7 +207,10 @@ class SimulatedLoop:
         state = step.motion_state(self.params, self.measured(), stepper.q_bar)
         try:  # the goal first (milliseconds); the move, chosen on the model, only if it holds
             new, move = self.planner.replan(aim, state)
-        except ValueError as exc:  # UnstableTarget, OffBranch, or a gain refused there
+        except OffBranch as exc:  # a goal that reaches the aim, which the move misses
+            record["reachable"], record["refused"] = True, str(exc)
+            return False
+        except ValueError as exc:  # UnstableTarget, or a gain refused there
             record["refused"] = str(exc)
             return False
         record["reachable"] = bool(new.reachable)

@@ -344,11 +344,8 @@ class CompiledAlg1Stepper(CompiledStepper):
             self._statics_qu = new[self._qu]
             return
         self.fallbacks += 1
-        if self.fold.again(qa, self.moving):
-            self.fold_holds += 1
-            return
-        sol = solve_statics(self.model, qa, self._statics_qu, tol=self.statics_tol)
-        if self.fold.holds(qa, sol.qu, self._statics_qu, self.moving):
+        sol = self.fold.fallback(self.model, qa, self._statics_qu, self.moving, self.statics_tol)
+        if sol is None:
             self.fold_holds += 1  # the state (q̄, the setpoint q̄a) stays at the fold's edge
             return
         self._set(sol.q)

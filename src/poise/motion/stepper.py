@@ -152,11 +152,8 @@ class Alg1Stepper(Stepper):
         if not stable:
             self.fallbacks += 1
             assert self.statics is not None
-            if self.fold.again(qa, self.moving):
-                self.fold_holds += 1
-                return
-            sol = solve_statics(model, qa, self.statics.qu, tol=STATICS_TOL)
-            if self.fold.holds(qa, sol.qu, self.statics.qu, self.moving):
+            sol = self.fold.fallback(model, qa, self.statics.qu, self.moving, STATICS_TOL)
+            if sol is None:
                 self.fold_holds += 1  # q̄, and the setpoint q̄a, stay at the fold's edge
                 return
             self.statics = sol
@@ -183,6 +180,16 @@ class FoldHold:
         refused = self.refused
         return not moving and refused is not None and \
             bool(np.max(np.abs(np.asarray(qa) - refused)) < REFUSED_NEAR)
+
+    def fallback(self, model: MechanicalModel, qa: FloatArray, qu_old: FloatArray,
+                 moving: bool, tol: float) -> StaticsSolution | None:
+        """The statics at ``qa`` solved in full from ``qu_old`` (the last converged q̄u), the
+        fallback of a commit whose Newton re-solve failed; None where the commit is held at
+        the fold instead (:meth:`again`, :meth:`holds`)."""
+        if self.again(qa, moving):
+            return None
+        sol = solve_statics(model, qa, qu_old, tol=tol)
+        return None if self.holds(qa, sol.qu, qu_old, moving) else sol
 
     def holds(self, qa: FloatArray, qu_new: FloatArray, qu_old: FloatArray,
               moving: bool) -> bool:
