@@ -233,6 +233,34 @@ def test_the_plants_sway_is_announced_and_planned_with(stiffer_dancer):
         assert len(_info(ctl, "move_sway")) == 1
 
 
+def test_a_fold_hold_is_announced_once_per_plan_and_counted_in_the_summary(stiffer_dancer):
+    """When Algorithm 1 holds its setpoint at a fold of the model's held configurations
+    (:class:`~poise.motion.stepper.FoldHold`; here counted as its commit counts it), the
+    cycle announces ``fold_hold`` with the setpoint held, once for the plan however often it
+    holds, again under the next target's plan; the summary counts the holds."""
+    from poise.controller.service import Controller
+
+    with Controller(_config(stiffer_dancer.path)) as ctl:
+        _arrive(ctl)
+        stepper = ctl.step.stepper
+        assert stepper is not None and stepper.name == "alg1" and stepper.fold_holds == 0
+        assert ctl.summary()["fold_holds"] == 0 and not _info(ctl, "fold_hold")
+        stepper.fold_holds += 1
+        _wait(lambda: _info(ctl, "fold_hold"), what="the announcement", ctl=ctl)
+        (event,) = _info(ctl, "fold_hold")
+        assert event["fold_holds"] == 1 and len(event["qa"]) == 3 and len(event["q_bar"]) == 4
+        stepper.fold_holds += 5  # the same plan holding on: no second announcement
+        cycles = _cycles(ctl)
+        _wait(lambda: _cycles(ctl) >= cycles + 50, what="50 more cycles", ctl=ctl)
+        assert len(_info(ctl, "fold_hold")) == 1 and ctl.summary()["fold_holds"] == 6
+        plan = ctl.step.plan
+        assert ctl.submit(Command("target", [0.05, 0.96])).accepted
+        _wait(lambda: ctl.step.plan is not plan, what="the next plan", ctl=ctl)
+        stepper.fold_holds += 1
+        _wait(lambda: len(_info(ctl, "fold_hold")) == 2, what="the next plan's", ctl=ctl)
+        assert _info(ctl, "fold_hold")[-1]["fold_holds"] == 7
+
+
 def test_the_plants_springs_are_announced_and_planned_with(stiffer_dancer):
     """When the resting windows show the plant's springs off by a significant scale
     (:mod:`poise.motion.springs`; here set as the windows would leave it), the cycle

@@ -113,6 +113,8 @@ class Cycle:
         self._springs_seen = 0.0  # the step's spring scale announced (spring_scale)
         self._plant_seen = (0, False)  # mass windows, plant estimate used (plant_estimate)
         self._dither_seen: Any = None  # the dither announced running (dither), or None
+        # the plan under which fold holds were last announced (none yet), and the holds seen
+        self._fold_seen: tuple[Any, int] = (object(), 0)
         self._target_cache: tuple[object, tuple[float, ...]] = (None, ())
 
     # ------------------------------------------------------------------ the ordinary cycle
@@ -269,6 +271,7 @@ class Cycle:
             self.step.look_ahead()
             if self.step.retarget is not None:
                 self._retarget_events()
+            self._fold_events()
             following = self.step.following
             if following is not None and following.kind == "trajectory":
                 self._trajectory_progress(following)
@@ -320,6 +323,27 @@ class Cycle:
                           reason="the held efforts show the plant's masses off the model's "
                                  f"(the task {1e3 * float(np.linalg.norm(r.task_bias)):.3g} "
                                  "mm apart): targets are planned for the plant from now on")
+
+    def _fold_events(self) -> None:
+        """An ``info`` event ``fold_hold`` when Algorithm 1 first holds its setpoint at a
+        fold of the model's held configurations under the current plan
+        (:class:`~poise.motion.stepper.FoldHold`: past it the model would lean the other way,
+        which the robot may not): ``qa`` the setpoint held, ``q_bar``, ``fold_holds`` the
+        holds of the run so far. The target may be left short of while it holds."""
+        stepper, plan = self.step.stepper, self.step.plan
+        holds = int(getattr(stepper, "fold_holds", 0))
+        seen_plan, seen = self._fold_seen
+        if holds <= seen:
+            return
+        self._fold_seen = (plan, holds)
+        if plan is seen_plan:
+            return
+        assert stepper is not None
+        self.hub.announce("info", code="fold_hold", qa=np.asarray(stepper.qa).tolist(),
+                          q_bar=np.asarray(stepper.q_bar).tolist(), fold_holds=holds,
+                          reason="the IK holds its setpoint at a fold of the model's held "
+                                 "configurations: past it the model would lean the other way "
+                                 "(the target may be left short of)")
 
     def _retarget_events(self) -> None:
         """Sampled re-targeting's events (:mod:`poise.motion.retarget`): an ``info`` event

@@ -64,6 +64,8 @@ def summary(ctl: Controller) -> dict[str, Any]:
         "limits": ctl.limits.as_dict(),
         "events": dict(collections.Counter(e.kind for e in ctl.history())),
         "statics_fallbacks": getattr(st, "fallbacks", 0),
+        # commits Algorithm 1 held at a fold of the model's held configurations
+        "fold_holds": getattr(st, "fold_holds", 0),
         "reference_s": step.reference_seconds,
         "move": step.move_summary,
         "feedback": feedback_summary(ctl),
