@@ -259,6 +259,20 @@ def test_a_fold_hold_is_announced_once_per_plan_and_counted_in_the_summary(stiff
         stepper.fold_holds += 1
         _wait(lambda: len(_info(ctl, "fold_hold")) == 2, what="the next plan's", ctl=ctl)
         assert _info(ctl, "fold_hold")[-1]["fold_holds"] == 7
+        # switched to Algorithm 2 and back: a new stepper, whose holds count from 0
+        for name in ("alg2", "alg1"):
+            assert ctl.submit(Command("algorithm", name)).accepted
+            _wait(lambda name=name: ctl.step.stepper is not None and
+                  ctl.step.stepper.name == name,
+                  what=name, ctl=ctl)
+        fresh, plan = ctl.step.stepper, ctl.step.plan
+        assert fresh is not stepper and fresh.fold_holds == 0
+        assert ctl.submit(Command("target", TARGET)).accepted
+        _wait(lambda: ctl.step.plan is not plan, what="the third plan", ctl=ctl)
+        fresh.fold_holds += 1
+        _wait(lambda: len(_info(ctl, "fold_hold")) == 3, what="the third plan's", ctl=ctl)
+        assert _info(ctl, "fold_hold")[-1]["fold_holds"] == 1
+        assert ctl.summary()["fold_holds"] == 1
 
 
 def test_the_plants_springs_are_announced_and_planned_with(stiffer_dancer):

@@ -113,8 +113,9 @@ class Cycle:
         self._springs_seen = 0.0  # the step's spring scale announced (spring_scale)
         self._plant_seen = (0, False)  # mass windows, plant estimate used (plant_estimate)
         self._dither_seen: Any = None  # the dither announced running (dither), or None
-        # the plan under which fold holds were last announced (none yet), and the holds seen
-        self._fold_seen: tuple[Any, int] = (object(), 0)
+        # the stepper and plan under which fold holds were last announced (none yet), and
+        # that stepper's holds seen
+        self._fold_seen: tuple[Any, Any, int] = (None, object(), 0)
         self._target_cache: tuple[object, tuple[float, ...]] = (None, ())
 
     # ------------------------------------------------------------------ the ordinary cycle
@@ -332,10 +333,10 @@ class Cycle:
         holds of the run so far. The target may be left short of while it holds."""
         stepper, plan = self.step.stepper, self.step.plan
         holds = int(getattr(stepper, "fold_holds", 0))
-        seen_plan, seen = self._fold_seen
-        if holds <= seen:
+        seen_stepper, seen_plan, seen = self._fold_seen
+        if holds <= (seen if stepper is seen_stepper else 0):  # a new stepper counts afresh
             return
-        self._fold_seen = (plan, holds)
+        self._fold_seen = (stepper, plan, holds)
         if plan is seen_plan:
             return
         assert stepper is not None
