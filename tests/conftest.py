@@ -12,31 +12,21 @@ import pytest
 from poise.devices.simdevice import SimDevice
 
 
-def _warm_up() -> list:
-    """Compile (or load from Numba's cache) the kernels of both families."""
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Compile (or load from Numba's cache) the kernels of both families once per process,
+    before any test and outside every test's timeout: the service and the simulator compile
+    them at start-up, and on a fresh clone that takes a minute, which subprocess tests must
+    not spend inside their own timeouts. pytest-xdist's controller runs this hook before it
+    spawns its workers, so it compiles and each worker loads them in seconds. Compiled by
+    four workers at once in the first test's setup instead, a fresh clone on a busy 2-core
+    machine took longer than the 300 s timeout, and a compile cut off by it left Numba
+    unable to cache the kernel (``RuntimeError: no compiled object yet``): every test of
+    every worker errored (2026-12-05)."""
     from poise.kernels import pack, warm_up
     from poise.models import load_model
 
-    return [warm_up(pack(load_model(name))) for name in ("double_pendulum", "soft_arm_stiff")]
-
-
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """Compile the kernels once, outside every test's timeout, before any worker starts
-    (pytest-xdist's controller runs this hook before it spawns its workers): each worker then
-    loads them from Numba's cache in seconds. Compiled by four workers at once, in the first
-    test's setup, a fresh clone on a busy 2-core machine took longer than the 300 s timeout,
-    and a compile cut off by it left Numba unable to cache the kernel (``RuntimeError: no
-    compiled object yet``): every test of every worker errored (2026-12-05)."""
-    _warm_up()
-
-
-@pytest.fixture(scope="session", autouse=True)
-def compiled_kernels():
-    """The kernels of both families compiled (by :func:`pytest_sessionstart`) or loaded from
-    Numba's cache, before any test: the service and the simulator compile them at start-up,
-    and on a fresh clone that takes a minute, which subprocess tests must not spend inside
-    their own timeouts."""
-    return _warm_up()
+    for name in ("double_pendulum", "soft_arm_stiff"):
+        warm_up(pack(load_model(name)))
 
 
 @pytest.fixture
