@@ -253,20 +253,26 @@ class MassEstimate:
         residual = e_d - 2.0 * float(x @ r_d) + float(x @ N_d @ x)  # Σ ‖e − Y x‖²
         return max(1.0, residual / max(rows - self.nominal.size, 1))
 
-    def com_sigma(self, q: FloatArray) -> float:
-        """How well the windows so far pin ``ĥ(q)`` down [m]: the square root of the trace
-        of its covariance, ``J N⁻¹ Jᵀ`` × :meth:`scatter` (``N`` the normal matrix of the
-        prior, the total mass and every window's equations weighted by their errors;
-        ``J = ∂ĥ/∂p``). A body no window has seen hold its moment is only as certain as the
-        prior (30 %)."""
+    def com_covariance(self, q: FloatArray) -> FloatArray:
+        """The covariance of ``ĥ(q)`` (2, 2) [m²]: ``J N⁻¹ Jᵀ`` × :meth:`scatter` (``N`` the
+        normal matrix of the prior, the total mass and every window's equations weighted by
+        their errors; ``J = ∂ĥ/∂p``); zeros when not :attr:`enabled`. A body no window has
+        seen hold its moment is only as certain as the prior (30 %), and only in the
+        directions its moment moves the centre of mass at ``q`` (one hanging straight down:
+        up and down)."""
         if not self.enabled:
-            return 0.0
+            return np.zeros((2, 2))
         psi = self._S @ np.asarray(q, dtype=float) + self._psi0
         n = self.model.n
         J = np.zeros((2, self.nominal.size))
         J[0, :n], J[1, :n] = np.cos(psi), np.sin(psi)
         J = J * (self._scale / self.total_mass)[None, :]
-        return float(np.sqrt(np.trace(J @ np.linalg.solve(self._N, J.T)) * self.scatter()))
+        return np.asarray(J @ np.linalg.solve(self._N, J.T) * self.scatter(), dtype=float)
+
+    def com_sigma(self, q: FloatArray) -> float:
+        """How well the windows so far pin ``ĥ(q)`` down [m]: the square root of the trace
+        of :meth:`com_covariance`."""
+        return float(np.sqrt(np.trace(self.com_covariance(q))))
 
     def bias(self, q: FloatArray) -> FloatArray:
         """``b(q) = h(q) − ĥ(q)`` (task_dim,) [m]: how far the model's task value at ``q``
