@@ -382,11 +382,12 @@ def test_an_aimed_move_shaped_for_the_plant_settles_sooner(tmp_path, monkeypatch
     bench control``'s target 4 (where the model's slowest mode at its own goal is 31 %
     slower than the plant's where it rests): the move shaped on the plant's modes settles
     at least 2 s sooner than the same move shaped on the model's, with no correction; the
-    move of such a plan is its own, not one chosen by simulating the model (whose transient
-    to the aim is not the plant's)."""
+    move of such a plan is chosen by simulating the plant the scale describes (the model
+    with every spring 10 % stiffer, :func:`~poise.motion.springs.scaled_plant`), not the
+    model (whose transient to the aim is not the plant's)."""
     from dataclasses import replace
 
-    from poise.motion import planner, reference
+    from poise.motion import motion_planner, planner
     from poise.motion.springs import SpringScale
 
     plant = write_named("dancer", "stiff10", tmp_path)
@@ -409,14 +410,43 @@ def test_an_aimed_move_shaped_for_the_plant_settles_sooner(tmp_path, monkeypatch
         return inside
 
     chosen = []
-    choose = reference.choose_move
-    monkeypatch.setattr(reference, "choose_move",
-                        lambda *a, **k: chosen.append(1) or choose(*a, **k))
+    choose = motion_planner.choose_move
+    monkeypatch.setattr(motion_planner, "choose_move",
+                        lambda *a, **k: chosen.append(k.get("plant")) or choose(*a, **k))
     for_plant = settle(4)
-    assert chosen == []
+    model = load_model("dancer")
+    # the rest pose's plan at the start on the model; the target's on the scaled plant
+    assert len(chosen) == 2 and chosen[0] is None
+    simulated = chosen[1]
+    assert simulated is not None and simulated is not model
+    assert np.allclose(simulated.stiffness, 1.1 * np.asarray(model.stiffness), rtol=1e-12)
+    assert np.allclose(simulated.masses, model.masses, rtol=0.0)
     linearised = planner._linearised
     monkeypatch.setattr(planner, "_linearised", lambda model, plan, *a, **k: linearised(
         model, replace(plan, plant_rest=None), *a, **k))
     for_model = settle(4)
     assert for_plant is not None and for_model is not None
     assert for_plant <= for_model - 2.0, (for_plant, for_model)
+
+
+def test_the_scaled_plant_is_the_model_with_its_springs_scaled(tmp_path):
+    """:func:`~poise.motion.springs.scaled_plant`: the dancer with ``ŝ = 0.1`` is the named
+    plant ``stiff10`` (every spring +10 %, written from the model file's text): the same
+    springs, masses, passive forces and mass matrix at random configurations; None for a
+    scale of 0 and for a model that cannot be rebuilt with other springs (the soft arm)."""
+    from poise.motion.springs import scaled_plant
+
+    model = load_model("dancer")
+    scaled = scaled_plant(model, 0.1)
+    named = load_model(write_named("dancer", "stiff10", tmp_path))
+    assert scaled is not None
+    assert np.allclose(scaled.stiffness, named.stiffness, rtol=1e-12)
+    assert np.allclose(scaled.masses, named.masses, rtol=1e-12)
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        q = rng.uniform(-1.0, 1.0, model.n)
+        assert np.allclose(scaled.G(q), named.G(q), rtol=1e-10, atol=1e-9)
+        assert np.allclose(scaled.mass_matrix(q), named.mass_matrix(q), rtol=1e-10, atol=1e-12)
+        assert not np.allclose(scaled.G(q), model.G(q))
+    assert scaled_plant(model, 0.0) is None
+    assert scaled_plant(load_model("soft_arm_stiff"), 0.1) is None

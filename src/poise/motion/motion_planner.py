@@ -55,6 +55,7 @@ from poise.motion.params import LiveParams, with_plan
 from poise.motion.planner import TargetPlan, plan_target, quick_target
 from poise.motion.reference import choose_move, with_reference
 from poise.motion.safety import SafetyLimits
+from poise.motion.springs import scaled_plant
 from poise.motion.stepper import Stepper, make_stepper
 
 
@@ -231,21 +232,30 @@ class MotionPlanner:
         chosen on the model with them (:func:`~poise.motion.reference.choose_move`; none
         chosen without ``move_from``). A plan aimed for the plant its held efforts show
         (``task_bias`` set, :func:`~poise.motion.planner.for_plant`) has its move chosen by
-        simulating that plant (``state.plant``) instead of the model. A plan aimed for the
-        plant's springs far from its target (its ``plant_modes`` set,
-        :func:`~poise.motion.planner.for_springs`, :data:`~poise.motion.planner.AIM_NEAR`)
-        keeps its own move, shaped for the plant's modes: the model's transient to such an
-        aim (the dancer's: 4–25 cm off) is not the plant's.
+        simulating that plant (``state.plant``) instead of the model. So has a plan aimed
+        for the plant's springs far from its target (its ``plant_modes`` set,
+        :func:`~poise.motion.planner.for_springs`, :data:`~poise.motion.planner.AIM_NEAR`),
+        on the model with its springs scaled (:func:`~poise.motion.springs.scaled_plant`):
+        the model's transient to such an aim (the dancer's: 4–25 cm off) is not the
+        plant's, and the plan's own move, shaped for the plant's modes at its end only, left
+        the dancer on ``stiff10`` swaying ±10 cm after a 1.5 m lean (settle p50 10–15 s
+        against 3.3–3.8 s so chosen). Where the model cannot be so rebuilt, such a plan
+        keeps its own move.
 
         Raises:
             ParamError: an explicit gain at or above the bound at the new target.
         """
         params = _params_at(plan, state, "move")
-        if state.move_from is not None and plan.plant_modes is not None and \
-                plan.task_bias is None:
+        if state.move_from is None:
+            return Move(_static_reference(plan), params)
+        if plan.plant_modes is not None and plan.task_bias is None:  # aimed for the springs
+            springs = scaled_plant(self.model, state.spring_scale)
+            # its modes are the plant's, detuned as the sway showed: no detuning on top
             plan = with_reference(plan, state.move_from, params, self.options, self.model,
-                                  self.limits, self.stepper_factory)
-        elif state.move_from is not None:
+                                  self.limits, self.stepper_factory) if springs is None else \
+                choose_move(plan, state.move_from, params, self.options, self.model,
+                            self.limits, self.stepper_factory, plant=springs)
+        else:
             plant = state.plant if plan.task_bias is not None else None
             plan = choose_move(plan, state.move_from, params, self.options, self.model,
                                self.limits, self.stepper_factory, detuning=state.detuning,

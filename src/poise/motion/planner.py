@@ -345,8 +345,8 @@ def for_springs(model: MechanicalModel, plan: TargetPlan, spring_scale: float, t
     carries where such a plant will rest (:attr:`TargetPlan.plant_rest`): its move is then
     timed for the plant, shaped for the plant's modes there (:func:`_linearised`), not the
     model's at the aim (the dancer at ``poise bench control``'s target 3: 1.16 against
-    0.82 rad/s), and not chosen by simulating the model
-    (:meth:`~poise.motion.motion_planner.MotionPlanner.move`)."""
+    0.82 rad/s), and chosen by simulating the model with its springs so scaled, not the
+    model (:meth:`~poise.motion.motion_planner.MotionPlanner.move`)."""
     if not spring_scale or plan.q_goal is None or model.m == model.n:
         return plan
     lo, hi = _bounds(model, qa_min, qa_max)

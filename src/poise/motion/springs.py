@@ -221,6 +221,23 @@ class SpringScale:
         return self.jacobian_at(blocks(self.model, np.asarray(q, dtype=float)))
 
 
+def scaled_plant(model: MechanicalModel, scale: float) -> MechanicalModel | None:
+    """``model`` with every joint spring ``1 + scale`` times its own (``K* = (1 + ŝ) K``),
+    as a new model: the plant :class:`SpringScale` describes, which a move can be simulated
+    on (:func:`~poise.motion.reference.choose_move`'s ``plant``). None where ``scale`` is 0
+    or ``model`` cannot be rebuilt with other springs (a ``planar_tree`` can,
+    :func:`~poise.models.planar_tree.with_bodies`; the soft arms' aims lie within
+    :data:`~poise.motion.planner.AIM_NEAR` tolerances of their targets, so their moves are
+    chosen on the model anyway)."""
+    from poise.models.planar_tree import PlanarTree, with_bodies
+
+    if not scale or not isinstance(model, PlanarTree):
+        return None
+    return with_bodies(model, np.asarray(model.masses, dtype=float),
+                       stiffness=np.asarray(model.stiffness, dtype=float) * (1.0 + scale),
+                       source=f"<springs × {1.0 + scale:.4g}>")
+
+
 def held_reach(held: Callable[[FloatArray, FloatArray], ActuationBlocks],
                jacobian: Callable[[ActuationBlocks], FloatArray], qa: FloatArray,
                qu: FloatArray, goal: FloatArray,
@@ -251,4 +268,4 @@ def held_reach(held: Callable[[FloatArray, FloatArray], ActuationBlocks],
     return a, np.asarray(b.x, dtype=float), limited
 
 
-__all__ = ["EXPLAINED", "SCALE_RANGE", "SIGNIFICANT", "SpringScale", "held_reach"]
+__all__ = ["EXPLAINED", "SCALE_RANGE", "SIGNIFICANT", "SpringScale", "held_reach", "scaled_plant"]
