@@ -29,6 +29,7 @@ from poise.motion.motion_planner import MotionPlanner, MotionState
 from poise.motion.options import MotionOptions
 from poise.motion.params import LiveParams
 from poise.motion.planner import TargetPlan, approach_move, approach_speed
+from poise.motion.plantmap import SpringsErrorMap
 from poise.motion.retarget import Retargeting
 from poise.motion.ringwatch import RingWatch
 from poise.motion.safety import SafetyLimits, all_finite, limit_setpoint
@@ -216,6 +217,9 @@ class ControlStep:
         #: of its modes it shows (:mod:`poise.motion.sway`); None: off (no re-targeting).
         self.sway: MoveSway | None = None if tolerance is None else MoveSway(period,
                                                                              tolerance)
+        #: Feedback's error map where the plant's measured springs reverse the model's
+        #: answer (:mod:`poise.motion.plantmap`).
+        self._plant_map = SpringsErrorMap(model, period)
         self._scaled: tuple[LiveParams | None, tuple[float, bool], LiveParams | None] = \
             (None, (1.0, False), None)
 
@@ -418,18 +422,42 @@ class ControlStep:
             np.take(rows, i, axis=0, out=self._aim)
         return aiming[1]
 
-    def _projection(self, p: LiveParams, aimed: LiveParams) -> FloatArray | None:
+    def _projection(self, p: LiveParams, aimed: LiveParams, q: FloatArray | None
+                    ) -> FloatArray | None:
         """``Π`` of the measured error this cycle (:mod:`poise.motion.agreement`): the
         current plan's (made with its linearisation), while a held algorithm (``alg1``,
         ``alg2``) aims at the plan's reference after its move (``aimed``: what
-        :meth:`_aimed` made of ``p``, a copy then); else None. Feedback then leaves the
-        directions the model's uncertainty could reverse to sampled re-targeting."""
-        if aimed is p or self.following is not None or p.algorithm == "plain":
+        :meth:`_aimed` made of ``p``, a copy then). Feedback then leaves the directions the
+        model's uncertainty could reverse to sampled re-targeting. After the reference, at
+        rest in feedback, the map the plant's measured springs call for
+        (:mod:`poise.motion.plantmap`; ``q``: the measured configuration, None: not known);
+        else None."""
+        if self.following is not None or p.algorithm == "plain":
             return None
         plan = self.plan
+        if aimed is p:
+            return self._springs_map(p, q)
         if plan is not None and plan.error_map is not None:  # aimed for the plant's masses
             return plan.error_map
         return plan.loop.projection if plan is not None and plan.loop is not None else None
+
+    @property
+    def springs_maps(self) -> dict[str, int]:
+        """Error maps made for the plant's measured springs (:mod:`poise.motion.plantmap`),
+        and the cycles that used one."""
+        return {"made": self._plant_map.made, "cycles": self._plant_map.cycles}
+
+    def _springs_map(self, p: LiveParams, q: FloatArray | None) -> FloatArray | None:
+        """The error map of :mod:`poise.motion.plantmap` while a held algorithm rests on its
+        plan in feedback (no move, no plan's map) and the resting windows measured the
+        plant's springs (and not its masses); else None."""
+        r, plan, stepper = self.retarget, self.plan, self.stepper
+        if (p.mode != "fb" or r is None or plan is None or stepper is None
+                or self.goal is not None or plan.error_map is not None
+                or not r.spring_scale or r.plant_bodies is not None):
+            self._plant_map.forget()
+            return None
+        return self._plant_map.at(r.springs, q)
 
     def _limit_arrays(self) -> tuple[FloatArray, ...]:
         """The anti-windup band (:attr:`windup_band` of each actuator's range) and the
@@ -631,11 +659,15 @@ class ControlStep:
         window that closed this cycle (:meth:`MoveSway.conclude
         <poise.motion.sway.MoveSway.conclude>`, once per move), and sampled re-targeting's
         correction of a window that closed (:meth:`_correction_move`): a correction move
-        made here starts at the next cycle, as one made in the cycle did."""
+        made here starts at the next cycle, as one made in the cycle did; and the error map
+        for the plant's measured springs, where a cycle asked for it
+        (:mod:`poise.motion.plantmap`)."""
         if self.sway is not None:
             self.sway.conclude()
         if self._correct:
             self._correction_move()
+        if self._plant_map.due and self.stepper is not None:
+            self._plant_map.refresh(self.stepper.q_bar)
         move, goal = self.move, self.goal
         if move is None or goal is None or self._move_goal is not goal:
             self._ahead = None
@@ -672,7 +704,7 @@ class ControlStep:
         p_live, p = p, self.backed_off(aimed)
         x_meas, x_used, status = stepper.cycle(p, q, fb, move_qa, fb and move_qa is None,
                                                bool(saturated), self._limit_arrays(),
-                                               self.period, self._projection(p_live, aimed))
+                                               self.period, self._projection(p_live, aimed, q))
         if status & stepper.NONFINITE:
             raise StepFault(f"non-finite IK output ({p.algorithm})")
         if status & stepper.HELD:
@@ -700,7 +732,7 @@ class ControlStep:
             p_live, p = p, self.backed_off(aimed)
             outcome, x_meas, x_used, g_status = stepper.wire(
                 p, fb, move_qa, fb and move_qa is None, self._limit_arrays(), self.period,
-                buffers, data, self._projection(p_live, aimed))
+                buffers, data, self._projection(p_live, aimed, buffers.q))
         except BaseException:
             (self.goal, self._move_goal, self.move, self._move_time,
              self._move_cycle, self._cycles) = approach
@@ -761,7 +793,7 @@ class ControlStep:
             move_qa = self._begin(stepper)
             aiming = self._aimed(p, fb, move_qa is not None)
             aimed = self.backed_off(aiming)
-            projection = self._projection(p, aiming)
+            projection = self._projection(p, aiming, q)
             x_ik = None if not fb else x_meas if projection is None else \
                 aimed.target - projection @ (aimed.target - x_meas)  # x̄ − Π (x̄ − h(q))
             proposed = stepper.propose(aimed, x_ik, period)
