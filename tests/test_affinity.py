@@ -138,7 +138,8 @@ def test_the_loop_benchmark_runs_each_cpu_setting_and_reports_where_the_loop_ran
     result = benchmark.run(1.0, (200.0,), cpus=(OFF, cpu))
     pinned = [r["cpu"] for r in result["runs"]]
     assert pinned == [None, cpu]
-    assert all(r["cycles"] > 0 and r["state"] == "running" for r in result["runs"])
+    assert all(r["cycles"] > 0 and r["state"] == "running" for r in result["runs"]), \
+        [(r["state"], r["reason"], r["cycles"]) for r in result["runs"]]
     table = benchmark.table(result).splitlines()
     assert table[1].split()[4] == "cpu"
     assert [line.split()[4] for line in table[2:4]] == ["-", str(cpu)]
