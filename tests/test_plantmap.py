@@ -189,8 +189,10 @@ def test_the_control_step_maps_the_error_only_at_rest_in_feedback(tmp_path):
     q = loop.measured()
     assert step.springs_maps["made"] == made + 1
     mapped = step._projection(loop.params, loop.params, q)
+    assert step.springs_maps["active"]
     expected = springs_map(loop.model, step.retarget.springs, step.stepper.q_bar,
                            split(loop.model, q)[1])[0]
     assert mapped is not None and np.allclose(mapped, expected, atol=1e-6)
     ff = replace(loop.params, mode="ff")
     assert step._projection(ff, ff, q) is None
+    assert not step.springs_maps["active"]  # forgotten when not asked for

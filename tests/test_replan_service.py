@@ -227,6 +227,9 @@ def test_the_plants_sway_is_announced_and_planned_with(stiffer_dancer):
         (event,) = _info(ctl, "move_sway")
         assert event["detuning"] == 0.012 and event["sway"] == 0.005 and event["ratio"] == 0.015
         assert ctl.summary()["feedback"]["sway"]["detuning"] == 0.012
+        # no spring scale measured yet: no error map for it (poise.motion.plantmap)
+        assert ctl.summary()["feedback"]["springs_maps"] == {"made": 0, "cycles": 0,
+                                                             "active": False}
         assert ctl.step.motion_state(ctl.params, None).detuning == 0.012
         cycles = _cycles(ctl)  # no second announcement of the same detuning, 50 cycles on
         _wait(lambda: _cycles(ctl) >= cycles + 50, what="50 more cycles", ctl=ctl)

@@ -81,9 +81,10 @@ def feedback_summary(ctl: Controller) -> dict[str, Any]:
     """What feedback did to the current plan: ``gains``, the rate gains the IK steps with
     now (the automatic ones × ``gain_scale`` of the ring watch, :mod:`poise.motion.ringwatch`;
     ``rings`` over the run) and ``retarget``, the sampled corrections of the current plan
-    (:mod:`poise.motion.retarget`); ``sway``, the plant's sway after moves and the detuning
-    of its modes it showed (:mod:`poise.motion.sway`); ``{}`` without any (no tolerance
-    set)."""
+    (:mod:`poise.motion.retarget`), with ``springs_maps``, the error maps its measured
+    springs called for (:mod:`poise.motion.plantmap`); ``sway``, the plant's sway after moves
+    and the detuning of its modes it showed (:mod:`poise.motion.sway`); ``{}`` without any
+    (no tolerance set)."""
     step, p = ctl.step, ctl.cycle.params
     out: dict[str, Any] = {}
     ring, retarget = step.ring, step.retarget
@@ -93,6 +94,7 @@ def feedback_summary(ctl: Controller) -> dict[str, Any]:
         out["gains"] = {k: float(getattr(used, k)) for k in ALGORITHM_GAINS.get(p.algorithm, ())}
     if retarget is not None:
         out["retarget"] = retarget.summary()
+        out["springs_maps"] = step.springs_maps
     if step.sway is not None:
         out["sway"] = step.sway.summary()
     return out

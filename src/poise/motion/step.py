@@ -442,10 +442,11 @@ class ControlStep:
         return plan.loop.projection if plan is not None and plan.loop is not None else None
 
     @property
-    def springs_maps(self) -> dict[str, int]:
+    def springs_maps(self) -> dict[str, int | bool]:
         """Error maps made for the plant's measured springs (:mod:`poise.motion.plantmap`),
-        and the cycles that used one."""
-        return {"made": self._plant_map.made, "cycles": self._plant_map.cycles}
+        the cycles that used one, and whether one is in use now (``active``)."""
+        keeper = self._plant_map
+        return {"made": keeper.made, "cycles": keeper.cycles, "active": keeper.map is not None}
 
     def _springs_map(self, p: LiveParams, q: FloatArray | None) -> FloatArray | None:
         """The error map of :mod:`poise.motion.plantmap` while a held algorithm rests on its
