@@ -369,6 +369,12 @@ def for_springs(model: MechanicalModel, plan: TargetPlan, spring_scale: float, t
                    plant_rest=rest, springs=float(spring_scale))
 
 
+def loop_inverse(loop: FloatArray) -> FloatArray | None:
+    """The error map ``(J* J⁺)⁻¹`` of the feedback loop ``J* J⁺`` (k, k): its inverse, where
+    it is conditioned better than :data:`MAP_CONDITION`; else None (the model's loop)."""
+    return np.linalg.inv(loop) if np.linalg.cond(loop) < MAP_CONDITION else None
+
+
 def for_plant(model: MechanicalModel, plan: TargetPlan, plant: MechanicalModel, tol: float,
               qa_min: FloatArray | None = None, qa_max: FloatArray | None = None
               ) -> TargetPlan:
@@ -432,7 +438,7 @@ def for_plant(model: MechanicalModel, plan: TargetPlan, plant: MechanicalModel, 
     rest = join(plant, qa_star, rests.qu)
     bias = np.asarray(model.fk(rest), dtype=float) - target
     answer = held_jacobian(blocks(plant, rest)) @ np.linalg.pinv(held_jacobian(blocks(model, q)))
-    error_map = np.linalg.inv(answer) if np.linalg.cond(answer) < MAP_CONDITION else None
+    error_map = loop_inverse(answer)
     return replace(plan, target=np.asarray(model.fk(q), dtype=float), reachable=True,
                    q_goal=q, qa_goal=np.asarray(qa_star, dtype=float), error=0.0,
                    serves=target, task_bias=bias, error_map=error_map, plant_rest=rest)
@@ -660,7 +666,22 @@ def approach_move(plan: TargetPlan, qa: FloatArray, qa_min: FloatArray, qa_max: 
                       plan.shaper, plan.start_shaper, plan.warp)
 
 
-__all__ = ["AIM_NEAR", "APPROACH_SPEED", "EXTRA_STARTS", "INNER_RANGE", "MAP_CONDITION",
-           "PLANT_ITERATIONS",
-           "QUICK_MAX_ITER", "RATE_MARGIN", "TargetPlan", "UnstableTarget", "approach_move",
-           "approach_speed", "for_plant", "for_springs", "plan_target", "quick_target"]
+__all__ = [
+    "AIM_NEAR",
+    "APPROACH_SPEED",
+    "EXTRA_STARTS",
+    "INNER_RANGE",
+    "MAP_CONDITION",
+    "PLANT_ITERATIONS",
+    "QUICK_MAX_ITER",
+    "RATE_MARGIN",
+    "TargetPlan",
+    "UnstableTarget",
+    "approach_move",
+    "approach_speed",
+    "for_plant",
+    "for_springs",
+    "loop_inverse",
+    "plan_target",
+    "quick_target",
+]

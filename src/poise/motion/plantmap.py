@@ -34,7 +34,7 @@ import numpy as np
 from poise.ik.held_common import held_jacobian
 from poise.models.actuation import blocks, split
 from poise.models.base import FloatArray, MechanicalModel
-from poise.motion.planner import MAP_CONDITION
+from poise.motion.planner import loop_inverse
 from poise.motion.springs import SpringScale
 
 #: The least real part of ``eig(J* J⁺)`` at which the model's map is kept (1 on the exact
@@ -61,9 +61,7 @@ def springs_map(model: MechanicalModel, springs: SpringScale, q_bar: FloatArray,
     loop = springs.jacobian_at(rest_blocks) @ np.linalg.pinv(held_jacobian(blocks(model, q_bar)))
     if float(np.min(np.linalg.eigvals(loop).real, initial=math.inf)) >= AGREES:
         return None, rest
-    if not np.linalg.cond(loop) < MAP_CONDITION:
-        return None, rest
-    return np.linalg.inv(loop), rest
+    return loop_inverse(loop), rest
 
 
 class SpringsErrorMap:
