@@ -143,3 +143,53 @@ def test_the_move_setpoint_made_ahead_is_the_one_the_cycle_would_make(compiled, 
         return np.array(commands)
 
     np.testing.assert_array_equal(run(True), run(False))
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_algorithm_2_off_every_branch_starts_again_from_the_measured_configuration(compiled):
+    """Algorithm 2 integrates its own q̄u; one thrown off every branch (here set 2 rad from
+    the plant's) is started again, in feedback at rest, from its setpoint and the measured
+    qu: q̄u then within one bounded step of the plant's, the setpoint where it was, counted in
+    ``rebranches``; the plant keeps holding the target. Within :data:`REBRANCH` of the plant,
+    or in ff, q̄ is left as the algorithm has it."""
+    from poise.models.actuation import join, split
+    from poise.motion.step import REBRANCH
+
+    def settled(mode: str) -> SimulatedLoop:
+        loop = loop_for("double_pendulum", loop__mode=mode, loop__compiled=compiled)
+        p = loop.params
+        loop.params = LiveParams("alg2", p.update, p.gamma, p.gamma_z, p.gamma_e, p.damping,
+                                 p.target, p.mode)
+        loop.start()
+        loop.run(6.0)
+        return loop
+
+    def thrown(loop: SimulatedLoop, by: float) -> tuple[np.ndarray, np.ndarray]:
+        step, model = loop.step, loop.model
+        qa_bar, qu_bar = split(model, step.stepper.q_bar)
+        step.stepper.reset(join(model, qa_bar, qu_bar + by), loop.limits.qa_min,
+                           loop.limits.qa_max)
+        return qa_bar, split(model, loop.plant.q)[1]
+
+    loop = settled("fb")
+    model, step = loop.model, loop.step
+    error = float(np.linalg.norm(loop.params.target - model.fk(loop.plant.q)))
+    assert error < TOL and step.rebranches == 0 and step.goal is None
+    qa_bar, qu = thrown(loop, 2.0)
+    loop.cycle()
+    assert step.rebranches == 1
+    assert np.max(np.abs(split(model, step.stepper.q_bar)[1] - qu)) < 0.05
+    assert np.max(np.abs(step.stepper.qa - qa_bar)) < 0.05
+    errors = loop.run(2.0)
+    assert np.max(errors) < TOL and step.rebranches == 1, np.max(errors)
+
+    thrown(loop, 0.9 * REBRANCH)  # within the bound: the algorithm's own
+    loop.cycle()
+    assert step.rebranches == 1
+    assert abs(split(model, step.stepper.q_bar)[1][0] - split(model, loop.plant.q)[1][0]) > \
+        0.8 * REBRANCH
+
+    ff = settled("ff")
+    thrown(ff, 2.0)
+    ff.cycle()
+    assert ff.step.rebranches == 0

@@ -18,7 +18,17 @@ from poise.benchmarks.control import _one_target, band, config_for, reachable_ta
 from poise.benchmarks.control_protocol import GOAL_PERIODS, SEED
 from poise.controller.simulate import SimulatedLoop
 from poise.models.actuation import split
-from poise.motion.dwell import dwell_move, dwell_warp
+from poise.motion.dwell import (
+    CUT_AGREEMENT,
+    ITERATIONS,
+    MAX_CHANGE_PAUSE,
+    MAX_CHANGE_SPLIT,
+    PROGRESS_AFTER,
+    SOLVED,
+    _gauss_newton,
+    dwell_move,
+    dwell_warp,
+)
 from poise.motion.params import with_plan
 from poise.motion.reference import (
     CHOOSING_FRACTION,
@@ -57,6 +67,68 @@ def test_a_dwell_move_goes_at_full_speed_holds_still_then_goes_on(seed):
     np.testing.assert_allclose(move.at(move.duration), goal, atol=1e-12)
     assert dwell_warp(at, 0.0, line)(0.3) == pytest.approx(0.3)  # no pause: the line
     assert dwell_warp(at, pause, line).pauses == [(at, pytest.approx(pause / (line + pause)))]
+
+
+def _solve(residual, start):
+    """``_gauss_newton`` from ``start``, counting the residual's evaluations."""
+    calls = []
+
+    def counted(x):
+        calls.append(np.array(x))
+        return residual(x)
+
+    x, r = _gauss_newton(counted, np.asarray(start, float), residual(np.asarray(start, float)))
+    return x, r, calls
+
+
+def test_the_solver_goes_on_while_its_steps_are_cut_to_the_largest_change():
+    """A solution far from the first guess (the dancer's 1.2 m lean on ``mixed15``: σ from
+    0.5 to 0.88): each step is cut to the largest change and shrinks the residual by about a
+    quarter (a linear residual here: a whole step would solve it), so it has not halved
+    after :data:`PROGRESS_AFTER` iterations; the solver goes on and solves it to
+    :data:`SOLVED` within :data:`ITERATIONS`, never moving σ or the pause by more than the
+    largest change per step."""
+    solution = np.array([0.93, 0.75])
+    mix = np.array([[1.0, 0.3], [-0.2, 0.8]])
+
+    def residual(x):
+        d = x - solution
+        return mix @ d
+
+    start = np.array([0.5, 0.125])
+    x, r, calls = _solve(residual, start)
+    assert np.linalg.norm(r) < SOLVED and np.allclose(x, solution, atol=1e-3), (x, r)
+    # three evaluations per iteration (two differences and the step), none halved
+    assert len(calls) <= 3 * ITERATIONS
+    accepted = calls[2::3]
+    steps = np.abs(np.diff(np.vstack([start, *accepted]), axis=0))
+    assert np.all(steps[:, 0] <= MAX_CHANGE_SPLIT + 1e-12)
+    assert np.all(steps[:, 1] <= MAX_CHANGE_PAUSE + 1e-12)
+    # it would have been given up: not halved after PROGRESS_AFTER iterations
+    after = np.linalg.norm(residual(accepted[PROGRESS_AFTER - 1]))
+    assert after > 0.5 * np.linalg.norm(residual(start))
+
+
+def test_the_solver_gives_up_a_start_that_crawls_with_cut_steps():
+    """Cut steps that shrink the residual far less than the linearisation predicted (the
+    pause's residual has a slope 6x steeper where it is sampled than over a step, as a
+    start crawling near a fold: 0.53 → 0.52 → 0.50 rad): not progress
+    (:data:`CUT_AGREEMENT`), so the start is given up after :data:`PROGRESS_AFTER`
+    iterations, two differences and a step each."""
+    start, solution, wiggle = np.array([0.5, 0.125]), 1.9, 0.2 / (2 * np.pi)
+
+    def residual(x):
+        d, d0 = x[1] - solution, start[1] - solution  # a step of 0.2 returns to the phase
+        return np.array([x[0] - 0.5, d + 5.0 * wiggle * np.sin((d - d0) / wiggle)])
+
+    _, r, calls = _solve(residual, start)
+    assert len(calls) == 3 * PROGRESS_AFTER, len(calls)
+    steps = np.diff(np.vstack([start, *calls[2::3]])[:, 1])
+    assert np.allclose(steps, MAX_CHANGE_PAUSE)  # each a cut step
+    # each shrank it by 1/6 of the prediction: below the agreement asked for
+    assert CUT_AGREEMENT > 1.0 / 6.0
+    assert np.linalg.norm(r) == pytest.approx(np.linalg.norm(residual(start))
+                                              - PROGRESS_AFTER * MAX_CHANGE_PAUSE)
 
 
 def _predict(loop, q_start, params):

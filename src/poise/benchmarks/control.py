@@ -193,6 +193,9 @@ def run_case(name: str, mode: str, algorithm: str, targets: Sequence[FloatArray]
             # commits Algorithm 1 held at a fold of the model's held configurations while
             # integrating (poise.motion.stepper.snaps_through)
             "fold_holds": getattr(loop.step.stepper, "fold_holds", 0),
+            # times Algorithm 2's q̄ was started again from the measured configuration, far
+            # off it at rest in feedback (poise.motion.step.ControlStep._rebranch)
+            "rebranches": loop.step.rebranches,
             # error maps feedback used where the plant's measured springs reversed the
             # model's answer, and the cycles that used one (fb, poise.motion.plantmap)
             "springs_maps": loop.step.springs_maps,

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from poise.models.actuation import join, split
 from poise.models.base import FloatArray, MechanicalModel
 from poise.motion.motion_planner import MotionPlanner, MotionState
 from poise.motion.options import MotionOptions
@@ -91,6 +92,9 @@ def compiled_factory(model: MechanicalModel, packed: PackedModel
 #: Anti-windup in feedback: an actuator lagging its setpoint by more than this fraction of its
 #: range stops integrating away from where it is (:meth:`ControlStep._anti_windup`).
 WINDUP_BAND = 0.05
+#: In feedback at rest, Algorithm 2's ``q̄u`` farther than this from the measured unactuated
+#: coordinates starts again from them (:meth:`ControlStep._rebranch`) [unactuated units].
+REBRANCH = 1.0
 
 
 class StepFault(RuntimeError):
@@ -195,6 +199,9 @@ class ControlStep:
         #: and the cycles counted since the step was made (its time base).
         self.following: Following | None = None
         self._cycles = 0
+        #: Times Algorithm 2's q̄ was started again from the measured configuration
+        #: (:meth:`_rebranch`).
+        self.rebranches = 0
         #: Whether the live parameters aim at the current plan's target (then the IK
         #: follows its reference, which sampled re-targeting measures against), per
         #: parameter set: ``(p, plan, same)``.
@@ -784,6 +791,8 @@ class ControlStep:
             self.stepper = stepper = new
         assert stepper is not None
         fb = p.mode == "fb"
+        if fb and self.goal is None and stepper.name == "alg2":
+            self._rebranch(stepper, q)
         if hasattr(stepper, "cycle"):  # compiled: the whole chain below in one kernel call
             x_meas, x_used = self._compiled_cycle(stepper, q, p, fb, saturated, efforts)
             finite = stepper.cycle_finite  # checked in the same call
@@ -808,6 +817,24 @@ class ControlStep:
             raise StepFault(f"non-finite setpoint ({p.algorithm})")
         return StepOutput(self._dithered(stepper.qa), tau, x_used, x_meas, stepper.q_bar,
                           stepper.residual, switched)
+
+    def _rebranch(self, stepper: Stepper, q: FloatArray) -> None:
+        """Algorithm 2 integrates its own ``q̄u`` (statics solved online); through a fold of
+        the model's held configurations its statics law, ``Huu⁻¹ Hua Δqa`` with ``Huu``
+        nearly singular, can throw ``q̄u`` onto no branch at all (the dancer on ``stiff10``,
+        bench target 17: q̄₀ from −0.2 to −3.1 rad in one cycle of a planned move, −34 rad
+        after it, while the plant stood at 0.47 rad; the held Jacobian there drove the plant
+        over its pointe). In feedback at rest, where ``q̄u`` is more than :data:`REBRANCH`
+        from the measured ``qu``, the stepper starts again at its setpoint and the measured
+        ``qu`` (as at a bumpless start), and its online statics law takes it from there.
+        Models and plants that differ stay far closer (the dancer's pointe on ``stiff10``
+        stands 0.37 rad from its model's where they differ most)."""
+        model = self.model
+        qa_bar, qu_bar = split(model, stepper.q_bar)
+        qu = split(model, np.asarray(q, dtype=float))[1]
+        if qu.size and float(np.max(np.abs(qu_bar - qu))) > REBRANCH:
+            stepper.reset(join(model, qa_bar, qu), self.limits.qa_min, self.limits.qa_max)
+            self.rebranches += 1
 
     def _dithered(self, qa: FloatArray) -> FloatArray:
         """The setpoint sent for the IK's ``qa``: with sampled re-targeting's dither of a
