@@ -230,6 +230,14 @@ def started() -> RealtimeController:
     return rt
 
 
+def why(rt: RealtimeController) -> str:
+    """What the controller says of itself: its state, the reason and its last faults and
+    state changes (so that a test failing on a busy machine says whether the child faulted,
+    and why)."""
+    told = [(e.kind, e.data) for e in rt.history() if e.kind in ("state", "fault")][-4:]
+    return f"state {rt.state}, reason {rt.reason!r}, last {told}"
+
+
 @pytest.fixture(scope="module")
 def running():
     rt = started()
@@ -254,7 +262,7 @@ def test_the_parent_loads_its_planner_while_the_loop_runs(running):
     planner.warmer.join(SLOW)
     assert not planner.warmer.is_alive()
     assert planner.warm and planner.steppers_loaded
-    assert running.state == State.RUNNING
+    assert running.state == State.RUNNING, why(running)
 
 
 def test_cycle_samples_arrive_through_the_ring_in_order_with_the_childs_values(running):
@@ -290,13 +298,13 @@ def test_cycle_samples_arrive_through_the_ring_in_order_with_the_childs_values(r
 
 
 def test_target_command_is_applied_and_the_arm_reaches_it(running):
-    assert wait_until(lambda: running.summary()["reached"], SLOW, 0.2)
+    assert wait_until(lambda: running.summary()["reached"], SLOW, 0.2), why(running)
     resp = running.set_target([0.45])
-    assert resp.accepted, resp
+    assert resp.accepted, (resp, why(running))
     assert list(running.params.target) == [0.45]  # mirrored before the reply came back
     assert running.target_status in ("reachable", "")
     assert wait_until(lambda: running.summary()["reached"] and
-                      running.summary()["target"] == [0.45], SLOW, 0.2)
+                      running.summary()["target"] == [0.45], SLOW, 0.2), why(running)
     assert running.final_summary()["state"] == "stopped"
 
 
@@ -374,13 +382,14 @@ def test_targets_are_planned_in_the_parent_while_the_loop_runs(running):
 def test_close_leaves_no_shared_memory_and_no_process(running):
     name, pid, device = running._child.ring.name, running.pid, running.device_pid()
     assert in_shm(name) and not gone(pid) and not gone(device)
+    before = why(running)  # a fault under load shows here, not at the close
     events = running.events(history=False)
     running.close()
     assert not in_shm(name)
     assert gone(pid)
     assert wait_until(lambda: gone(device), 30)
     final = running.final_summary()
-    assert final["state"] == "stopped"
+    assert final["state"] == "stopped", (final["state"], before)
     assert any(e.kind == "summary" for e in events.drain())
     assert not running.start().accepted  # closed: refused, not hung
 

@@ -340,7 +340,10 @@ def test_the_service_follows_a_reference_of_time_stamped_samples(sim_device):
     targets = np.array([r.target[0] for r in records])
     tips = np.array([ctl.model.fk(np.asarray(r.q))[0] for r in records])
     moving = np.abs(targets - 0.5) > 1e-4
-    assert moving.sum() > 1000  # the records carry the moving reference
+    # the records carry the moving reference: nearly all of them (3,094 of 3,104 at 500 Hz
+    # alone; a loop that misses cycles on a busy machine runs the stream's time with fewer,
+    # 812 moving in one run beside two test suites on 2 cores)
+    assert len(records) > 300 and moving.mean() > 0.9, (len(records), int(moving.sum()))
     assert targets.min() == pytest.approx(0.5 - amplitude, abs=2e-3)
     assert targets.max() == pytest.approx(0.5 + amplitude, abs=2e-3)
     late = np.arange(len(records)) > len(records) // 3
