@@ -343,3 +343,39 @@ def test_the_plants_estimated_bodies_are_announced_and_planned_for(stiffer_dance
         _wait(lambda: len(_info(ctl, "plant_estimate")) == 2, what="the drop", ctl=ctl)
         assert _info(ctl, "plant_estimate")[1]["masses"] is None
         assert ctl.step.motion_state(ctl.params, None).plant is None
+
+
+def test_a_target_planned_in_the_service_moves_for_what_is_known_of_the_plant(
+        stiffer_dancer, monkeypatch):
+    """A ``target`` command planned by the service (no quick plan) and a restart's move are
+    chosen with what the step knows of the plant (its springs' scale, the estimated plant,
+    the detuning of its modes: :meth:`ControlStep.motion_state
+    <poise.motion.step.ControlStep.motion_state>`), as their plans are aimed for it: a plan
+    aimed for the springs far from its target has its move chosen on the scaled model
+    (:meth:`MotionPlanner.move <poise.motion.motion_planner.MotionPlanner.move>`)."""
+    from poise.controller.service import Controller
+    from poise.motion.springs import SpringScale
+
+    with Controller(_config(stiffer_dancer.path, **{"loop.live_targets": False})) as ctl:
+        _arrive(ctl)
+        r = ctl.step.retarget
+        r.enabled = False  # no windows of its own meanwhile
+        r.springs = SpringScale.fixed(ctl.step.model, 0.1)
+        planner, states = ctl.commands.planner, []
+        real_move = planner.move
+
+        def move(plan, state):
+            states.append((plan, state))
+            return real_move(plan, state)
+
+        monkeypatch.setattr(planner, "move", move)
+        assert ctl.submit(Command("target", [-0.1, 0.95])).accepted
+        assert ctl.submit(Command("run", "stop")).accepted
+        _wait(lambda: ctl.state == State.READY, what="stopped", ctl=ctl)
+        assert ctl.submit(Command("run", "start")).accepted
+        assert len(states) == 2
+        for _, state in states:
+            assert state.spring_scale == pytest.approx(0.1)
+            assert state.detuning == ctl.step.detuning and state.move_from is not None
+        # aimed for the springs: the first plan's aim is off its target, its modes the plant's
+        assert states[0][0].plant_modes is not None

@@ -275,7 +275,9 @@ class CommandRoom:
     def _target(self, c: Command, p: LiveParams, prepared: Prepared) -> Move:
         """A ``target`` command's move: its plan (``prepared`` elsewhere, or made here),
         the parameters at it and, while running and planned here, its move chosen from q̄
-        (not running: ``start`` plans again)."""
+        with what the step knows of the plant, as the plan was (:meth:`ControlStep.
+        motion_state <poise.motion.step.ControlStep.motion_state>`; not running: ``start``
+        plans again)."""
         if isinstance(prepared, ParamError):
             raise prepared
         assert not isinstance(prepared, QuickTarget)
@@ -286,9 +288,9 @@ class CommandRoom:
             parse_target(c.value, s.model.task_dim, s.reach), p)
         stepper = s.step.stepper
         choose = prepared is None and s.state == State.RUNNING and stepper is not None
-        return self._planner().move(plan, MotionState(
-            p, move_from=stepper.q_bar if choose and stepper is not None else None,
-            detuning=s.step.detuning))
+        return self._planner().move(plan, s.step.motion_state(
+            p, s.cycle.last.get("q"),
+            move_from=stepper.q_bar if choose and stepper is not None else None))
 
     def _stream_samples(self, c: Command) -> CommandResponse:
         """A streamed ``target`` or a ``reference``: its samples into the stream the step
@@ -518,7 +520,8 @@ class CommandRoom:
 
     def start_move(self) -> Move:
         """The current target planned again for ``start``: from the measured q, where the
-        loop restarts the step (the move starts there).
+        loop restarts the step (the move starts there, chosen with what the step knows of
+        the plant).
 
         Raises:
             ParamError: an unstable target, or an explicit gain above its bound.
@@ -526,8 +529,7 @@ class CommandRoom:
         s = self.service
         p, q = s.cycle.params, s.cycle.last.get("q")
         plan = self._plan(p.target, p, q)
-        return self._planner().move(plan, MotionState(p, move_from=q,
-                                                      detuning=s.step.detuning))
+        return self._planner().move(plan, s.step.motion_state(p, q, move_from=q))
 
     def _plan(self, target: np.ndarray, p: LiveParams, q: np.ndarray | None = None
               ) -> TargetPlan:
