@@ -171,7 +171,8 @@ def test_a_ring_is_announced_and_backs_off_only_the_automatic_gains(stiffer_danc
     """The ring watch (:mod:`poise.motion.ringwatch`) of the service's step: when it finds
     a ring (here set as the watch sets it), the cycle announces ``gain_backed_off`` with
     the scale, and the IK steps with the automatic rate gains × that scale; an explicit
-    gain is the user's and stays."""
+    gain is the user's and stays. When it stops them (feedback alone driving the error
+    away), ``gain_stopped``."""
     from poise.controller.service import Controller
 
     with Controller(_config(stiffer_dancer.path)) as ctl:
@@ -195,6 +196,13 @@ def test_a_ring_is_announced_and_backs_off_only_the_automatic_gains(stiffer_danc
         feedback = ctl.summary()["feedback"]
         assert feedback["gain_scale"] == 0.5 and feedback["rings"] == 1
         assert feedback["gains"] == {k: pytest.approx(0.5 * getattr(p, k)) for k in keys}
+        # feedback alone driving the error away stops them (announced once: gain_stopped)
+        ring.scale, ring.halts = 0.0, ring.halts + 1
+        _wait(lambda: _info(ctl, "gain_stopped"), what="the announcement")
+        (event,) = _info(ctl, "gain_stopped")
+        assert event["gain_scale"] == 0.0 and event["halts"] == 1
+        assert all(getattr(ctl.step.backed_off(p), key) == 0.0 for key in keys)
+        assert ctl.summary()["feedback"]["halts"] == 1
 
 
 def test_the_ring_watch_can_be_switched_off(stiffer_dancer):

@@ -93,6 +93,56 @@ def test_a_new_plan_and_a_move_start_it_again():
     assert feed(none, ring) == [] and none.scale == 1.0
 
 
+def away(seconds: float, start: float, rate: float) -> np.ndarray:
+    """A 2-D task error that stays at ``start`` for ``seconds`` / 2, then grows as
+    ``start e^{rate t}`` (feedback with the wrong sign near a fold), per cycle."""
+    t = np.arange(round(seconds / PERIOD)) * PERIOD
+    size = start * np.exp(rate * np.maximum(t - 0.5 * seconds, 0.0))
+    return np.outer(size, [0.8, 0.6])
+
+
+def test_feedback_alone_driving_the_error_away_stops_the_gains():
+    """An error left at 17 mm that then grows without swinging (the integrator alone, its
+    loop of the wrong sign: the dancer on ``real``) stops the automatic gains (scale 0) at
+    the cycle it passes ``AWAY`` × the least window mean, until the next plan; while the
+    corrections still act (not ``alone``) it is left to them; a new plan starts again."""
+    error = away(8.0, 0.017, 0.5)
+    watch = watching()
+    stopped = []
+    for i, e in enumerate(error):
+        halts = watch.halts
+        watch.observe(e, alone=True)
+        if watch.halts > halts:
+            stopped.append(i)
+    assert watch.scale == 0.0 and watch.halts == 1 and watch.summary()["halts"] == 1
+    first = stopped[0]  # stopped once, until the next plan (a ring may halve it before)
+    assert np.linalg.norm(error[first]) == pytest.approx(ringwatch.AWAY * 0.017, rel=1e-3)
+    watch.begin(SimpleNamespace(loop=SimpleNamespace(slowest_mode=lambda: Mode(OMEGA, ZETA))))
+    assert watch.scale == 1.0
+    corrected = watching()
+    for e in error[: first + 1]:
+        corrected.observe(e, alone=False)
+    assert corrected.scale > 0.0 and corrected.halts == 0  # a ring at most
+
+
+def test_an_error_that_converges_creeps_or_sways_is_left_alone():
+    """Alone, an approach, a static error, the structure's decaying sway around it and a
+    creep of a few millimetres (friction letting the arm slip after the corrections: 3 to
+    5 mm on ``real``) never stop the gains: each stays below ``AWAY`` × the least mean or
+    that mean plus ``FLOOR`` × the tolerance."""
+    t = np.arange(20_000) * PERIOD
+    cases = {
+        "approach": np.outer(np.exp(-0.3 * t), [0.2, 0.1]),
+        "static": sway(20.0, 0.0, 0.0, offset=(0.04, -0.03)),
+        "sway": sway(20.0, 30e-3, -ZETA * OMEGA, offset=(0.01, 0.0)),
+        "creep": np.outer(3e-3 + 2e-3 * (1 - np.exp(-0.5 * t)), [1.0, 0.0]),
+    }
+    for name, error in cases.items():
+        watch = watching()
+        assert not any(watch.observe(e, alone=True) for e in error), name
+        assert watch.scale == 1.0 and watch.halts == 0, name
+
+
 def test_on_the_exact_model_nothing_rings():
     """The first five targets of ``poise bench control`` for the soft arm on the exact
     model: the watch finds no ring, so the gains are the automatic ones throughout."""

@@ -177,6 +177,9 @@ def run_case(name: str, mode: str, algorithm: str, targets: Sequence[FloatArray]
             "corrections": retarget.total if retarget is not None else 0,
             # the ring watch (fb, poise.motion.ringwatch): automatic gains backed off
             "rings": loop.step.ring.rings if loop.step.ring is not None else 0,
+            # ... and plans whose automatic gains it stopped, feedback alone driving the
+            # error away (poise.motion.ringwatch)
+            "halts": loop.step.ring.halts if loop.step.ring is not None else 0,
             # the detuning of the plant's modes its sway after moves showed (fb,
             # poise.motion.sway), which the moves chosen later allowed for
             "detuning": loop.step.detuning,

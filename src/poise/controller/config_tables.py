@@ -141,8 +141,9 @@ class LoopConfig:
         True, "boolean", "fb with automatic rate gains: when the task error keeps swinging "
         "after a move (its swing over one damped period of the slowest mode ≥ 0.9 × the "
         "period before and > 3 × the tolerance), the automatic rate gains are halved, down to "
-        "1/16, until the next target (event gain_backed_off; poise.motion.ringwatch); false: "
-        "off")
+        "1/16, until the next target (event gain_backed_off; poise.motion.ringwatch); once "
+        "the corrections have ended, an error driven to 2 × its least window mean stops them "
+        "until the next target (gain_stopped); false: off")
     plan_budget: float = setting(
         5.0, "number", "how long the background part of a target answered at once may take "
         "[s]: later, its predicted response is dropped (the gains at the new target are still "

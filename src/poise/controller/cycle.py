@@ -109,6 +109,7 @@ class Cycle:
         self._seq = 0
         self._corrections_seen = 0  # sampled re-targeting's corrections announced
         self._rings_seen = 0  # the ring watch's gain back-offs announced
+        self._halts_seen = 0  # ... and the plans whose gains it stopped
         self._detuning_seen = 0.0  # the step's sway detuning announced (move_sway)
         self._springs_seen = 0.0  # the step's spring scale announced (spring_scale)
         self._plant_seen = (0, False)  # mass windows, plant estimate used (plant_estimate)
@@ -355,17 +356,20 @@ class Cycle:
         the plant at the setpoint now; the
         service's :class:`~poise.controller.replan.StallReplanner` hears it and re-plans);
         and ``gain_backed_off`` when the ring watch (:mod:`poise.motion.ringwatch`) halved
-        the automatic rate gains (``gain_scale``, ``rings``); ``move_sway`` when the plant's
-        sway after a move changed the detuning of its modes the step takes (the mean over
-        the moves that are evidence; :mod:`poise.motion.sway`: ``detuning``, ``sway`` [task
-        units], ``ratio`` to the move's unshaped sway on the model), which later moves chosen
-        on the model allow for; ``spring_scale`` when the plant's springs as where it rested
-        showed (:mod:`poise.motion.springs`: ``spring_scale``, ``samples``, ``explained``)
-        changed the scale later plans are aimed with; ``plant_estimate`` when the plant's
-        bodies as its held efforts show them (:mod:`poise.motion.masses`) are taken up, change
-        or are dropped (:meth:`_announce_plant`); ``dither`` when the setpoints' dither
-        (:mod:`poise.motion.dither`) starts, changes or stops (``on``, ``hz``, ``amplitude``
-        [actuator units], ``friction``): the arm moves a little on purpose meanwhile."""
+        the automatic rate gains (``gain_scale``, ``rings``), ``gain_stopped`` when it
+        stopped them, feedback alone driving the error away (``halts``); ``move_sway`` when
+        the plant's sway after a move changed the detuning of its modes the step takes (the
+        mean over the moves that are evidence; :mod:`poise.motion.sway`: ``detuning``,
+        ``sway`` [task units], ``ratio`` to the move's unshaped sway on the model), which
+        later moves chosen on the model allow for; ``spring_scale`` when the plant's springs
+        as where it rested showed (:mod:`poise.motion.springs`: ``spring_scale``,
+        ``samples``, ``explained``) changed the scale later plans are aimed with;
+        ``plant_estimate`` when the plant's bodies as its held efforts show them
+        (:mod:`poise.motion.masses`) are taken up, change or are dropped
+        (:meth:`_announce_plant`); ``dither`` when the setpoints' dither
+        (:mod:`poise.motion.dither`) starts, changes or stops (``on``, ``hz``,
+        ``amplitude`` [actuator units], ``friction``): the arm moves a little on purpose
+        meanwhile."""
         r, ring, sway = self.step.retarget, self.step.ring, self.step.sway
         assert r is not None
         if sway is not None and sway.detuning != self._detuning_seen:
@@ -400,6 +404,12 @@ class Cycle:
                               reason="the task error swung on undamped after the move "
                                      "(poise.motion.ringwatch): the automatic rate gains "
                                      f"× {ring.scale:g} until the next target")
+        if ring is not None and ring.halts != self._halts_seen:
+            self._halts_seen = ring.halts
+            self.hub.announce("info", code="gain_stopped", **ring.summary(),
+                              reason="feedback alone drove the task error away after the "
+                                     "corrections ended (poise.motion.ringwatch): the "
+                                     "automatic rate gains stopped until the next target")
         if r.total != self._corrections_seen:
             self._corrections_seen = r.total
             if r.corrections:

@@ -20,6 +20,21 @@ multiplies the *automatic* rate gains (an explicit gain is the user's), halves, 
 (ζ ≥ 0.05 on the reference robots: 0.73 per period at most), and so do a push taken back and
 the integrator's own approach, so on the exact model the scale stays 1. A new plan starts at 1
 again (its gain is made for its target).
+
+**Feedback that drives the error away.** Near a fold of the held map the plant's held
+Jacobian can differ from the model's so much that the integrator's loop has the wrong sign
+in a direction: the error then grows slowly, without swinging, and faster as the arm nears
+the fold, until the arm falls (the dancer on ``real``, Algorithm 2, a 1.2 m lean over the
+pointe: sampled re-targeting ended at 17 mm, its next correction past a fold of the model;
+the integrator alone took the error to 20 mm over 20 s, then to 264 mm in 15 s, the pointe
+over). Halving the gain only slows that. So while the integrator is the only one acting on
+the error (``alone``: the corrections of :mod:`poise.motion.retarget` ended), a cycle whose
+error exceeds :data:`AWAY` × the least window mean of the plan (and that mean plus
+:data:`FLOOR` × the tolerance) stops the automatic rate gains (:attr:`RingWatch.scale` 0)
+until the next target: the arm holds the setpoint where the error was still small (the
+lean above: held 40 mm off, not fallen). A static error, an approach, a sway around the
+least mean and friction's creep of a few millimetres stay below it, so where feedback
+converges nothing changes.
 """
 
 from __future__ import annotations
@@ -41,6 +56,10 @@ SUSTAIN = 0.9
 WINDOWS = 1
 #: ... and exceeds this multiple of the tolerance.
 FLOOR = 3.0
+#: Feedback alone drives the error away when a cycle's error exceeds this multiple of the
+#: least window mean of the plan (and that mean plus FLOOR × the tolerance): the automatic
+#: rate gains stop until the next target.
+AWAY = 2.0
 #: Each ring halves the scale, down to this.
 MIN_SCALE = 1.0 / 16.0
 
@@ -65,12 +84,18 @@ class RingWatch:
         self._low: FloatArray = np.zeros(0)
         self._high: FloatArray = np.zeros(0)
         self._swings: list[float] = []
+        #: Plans whose feedback alone drove the error away (their rate gains stopped).
+        self.halts = 0
+        # this window's sum of error norms, and the least window mean of the plan [task units]
+        self._sum = 0.0
+        self._least = math.inf
 
     def begin(self, plan: TargetPlan | None) -> None:
-        """A new plan: the scale back to 1, the window one damped period of its slowest
-        structural mode (no watch without one)."""
+        """A new plan: the scale back to 1 and its least error forgotten, the window one
+        damped period of its slowest structural mode (no watch without one)."""
         self.scale = 1.0
         self._swings, self._count = [], 0
+        self._sum, self._least = 0.0, math.inf
         slow = plan.loop.slowest_mode() if plan is not None and plan.loop is not None else None
         if slow is None or not math.isfinite(slow.period):
             self._window = 0
@@ -78,15 +103,26 @@ class RingWatch:
         self._window = max(1, math.ceil(slow.damped_period / self.period))
 
     def reset(self) -> None:
-        """Not watching this cycle (a move, a followed reference): the windows start again."""
+        """Not watching this cycle (a move, a followed reference): the windows start again
+        (the plan's least error is kept)."""
         if self._count or self._swings:
-            self._swings, self._count = [], 0
+            self._swings, self._count, self._sum = [], 0, 0.0
 
-    def observe(self, error: FloatArray) -> bool:
+    def observe(self, error: FloatArray, alone: bool = False) -> bool:
         """One cycle's task error (task_dim,) [task units]; True when it found a ring (then
-        :attr:`scale` has halved)."""
+        :attr:`scale` has halved) or, ``alone`` (the integrator the only one acting on the
+        error), feedback driving the error away (then :attr:`scale` is 0 until the next
+        plan)."""
         if not self._window:
             return False
+        size = float(np.linalg.norm(error))
+        self._sum += size
+        if alone and self.scale > 0.0 and size > max(AWAY * self._least,
+                                                     self._least + FLOOR * self.tolerance):
+            self.scale = 0.0
+            self.halts += 1
+            self._swings, self._count, self._sum = [], 0, 0.0
+            return True
         if self._count == 0:
             if self._low.shape != np.shape(error):
                 self._low, self._high = np.empty(np.shape(error)), np.empty(np.shape(error))
@@ -100,7 +136,9 @@ class RingWatch:
             return False
         swings = self._swings
         swings.append(0.5 * float(np.linalg.norm(self._high - self._low)))
+        mean, self._sum = self._sum / self._count, 0.0
         self._count = 0
+        self._least = min(self._least, mean)
         if len(swings) > WINDOWS + 1:
             del swings[0]  # the last WINDOWS + 1 swings
         if len(swings) <= WINDOWS:
@@ -114,8 +152,9 @@ class RingWatch:
         return True
 
     def summary(self) -> dict[str, Any]:
-        """JSON-ready: the scale on the automatic gains and the rings seen."""
-        return {"gain_scale": self.scale, "rings": self.rings}
+        """JSON-ready: the scale on the automatic gains, the rings seen and the plans whose
+        gains stopped."""
+        return {"gain_scale": self.scale, "rings": self.rings, "halts": self.halts}
 
 
-__all__ = ["FLOOR", "MIN_SCALE", "SUSTAIN", "WINDOWS", "RingWatch"]
+__all__ = ["AWAY", "FLOOR", "MIN_SCALE", "SUSTAIN", "WINDOWS", "RingWatch"]

@@ -614,8 +614,9 @@ class ControlStep:
         if ring is not None:
             if error is None:
                 ring.reset()
-            else:
-                ring.observe(error)
+            else:  # the integrator alone once the corrections have ended
+                r = self.retarget
+                ring.observe(error, alone=r is None or not r.active)
         if sway is not None:
             if error is None:
                 sway.interrupt()
