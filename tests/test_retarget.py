@@ -609,3 +609,32 @@ def test_a_window_credits_the_integrator_unless_friction_may_have_eaten_its_moti
     else:  # the integrator credited with J Δqa from the window's middle to its end
         np.testing.assert_allclose(taken, off - J @ (drift / 2), atol=2e-4)
         assert np.linalg.norm(taken - off) > 0.002
+
+
+def test_with_friction_a_window_the_arm_drifted_through_makes_no_correction():
+    """With friction shown, a window's mismatch is the trend's value where it ends. An arm
+    still on its way (the dancer on ``real`` after a 1.2 m lean lagged its reference by
+    0.8 m when the first window began: a 'mismatch' of 151 mm at 90 mm/s, and a correction
+    that threw it 25 mm off) drifts through the window by more than that value: no
+    correction, nothing learnt, the next window. One that rests, or drifts by less than its
+    mismatch, is corrected."""
+    model = load_model("soft_arm_stiff")
+    plan = plan_target(model, TARGET, [np.zeros(model.n)], 2e-3, period=1 / 250)
+    r = Retargeting(model, 1 / 250, 2e-3)
+    r.begin(plan, True)
+    r.friction = True
+    x = np.asarray(model.fk(plan.q_goal), dtype=float)
+    lo, hi = np.asarray(model.qa_min, float), np.asarray(model.qa_max, float)
+    n = r._window
+
+    def window(start: float, end: float) -> np.ndarray | None:
+        for i in range(n):
+            off = np.array([start + (end - start) * i / (n - 1), 0.0])
+            full = r.observe(x + off, x, plan.qa_goal, 0, plan.q_goal)
+        assert full
+        return r.correction(plan.q_goal, plan.qa_goal, 1.0, lo, hi)
+
+    assert window(0.06, 0.02) is None and r.corrections == [] and r.total == 0
+    assert not r.ended and r._count == 0  # still watching, from a new window
+    assert window(0.03, 0.02) is not None  # drifted 10 mm, 20 mm left: corrected
+    np.testing.assert_allclose(r.corrections[-1].mismatch, [0.02, 0.0], atol=1e-9)

@@ -42,7 +42,9 @@ need not have followed the integrator, and ``m̂`` is the measured mismatch wher
 ends (the value at its end of a straight line fitted with the sway): on ``real`` the
 dancer's pointe stood 12 mm off while the windows, crediting the integrator with motion
 friction ate, asked for corrections of 9 and then 4 mm and then none (``poise bench
-control`` targets 3 and 10: 11.3 and 8.4 mm → 4.4 and 1.5 mm).
+control`` targets 3 and 10: 11.3 and 8.4 mm → 4.4 and 1.5 mm). That value extrapolates the
+window's trend, so a window over which the trend moved by more than :data:`DRIFT` × it (an
+arm still on its way) makes no correction.
 
 **Stability.** Between two samples the arm settles (a shaped move, then one period), so the
 samples see the static map only: with the true held Jacobian ``J*`` the mismatch after a
@@ -141,6 +143,12 @@ if TYPE_CHECKING:
 #: tolerance (below it the continuous integrator removes it within seconds; on the ``real``
 #: plant, friction and hysteresis turned some millimetre-sized corrections into larger errors).
 THRESHOLD = 2.0
+#: With friction shown, a window over which the mismatch's trend moved by more than this
+#: multiple of its value at the window's end (or of the threshold) is an arm still on its
+#: way: no correction and nothing learnt from it; the next window (the dancer on ``real``
+#: after a 1.2 m lean lagged its reference by 0.8 m as the first window began: 151 mm at
+#: 90 mm/s, and the correction made of it threw the arm 25 mm off).
+DRIFT = 1.0
 #: At most this many corrections per target.
 MAX_CORRECTIONS = 6
 #: A mismatch must shrink at least to this fraction of the last one for corrections to go on.
@@ -607,6 +615,10 @@ class Retargeting:
         if self.friction:  # friction eats the integrator's share: the trend at the end
             value, slope = static_trend(self._m[:n], self.period, *self._sway, dither)[:2]
             mismatch = value + slope * 0.5 * (n - 1) * self.period
+            if float(np.linalg.norm(slope)) * (n - 1) * self.period > DRIFT * max(
+                    float(np.linalg.norm(mismatch)), THRESHOLD * self.tolerance):
+                self._clear()  # the arm was still on its way: no static value; the next
+                return None
         else:  # each sample moved to the setpoint qa (the integrator's share, on the model)
             samples = self._m[:n] - (qa - self._qa[:n]) @ J.T
             mismatch = static_part(samples, self.period, *self._sway, dither)
