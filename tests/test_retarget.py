@@ -580,6 +580,17 @@ def test_a_stall_sends_the_model_past_the_plant_by_the_task_bias_in_use():
                                atol=1e-12)
 
 
+def begun_on_the_soft_arm(friction: bool) -> tuple:
+    """``(model, plan, r)``: ``soft_arm_stiff``'s plan of TARGET at 250 Hz and a corrector
+    begun on it, with the windows' friction shown or not."""
+    model = load_model("soft_arm_stiff")
+    plan = plan_target(model, TARGET, [np.zeros(model.n)], 2e-3, period=1 / 250)
+    r = Retargeting(model, 1 / 250, 2e-3)
+    r.begin(plan, True)
+    r.friction = friction
+    return model, plan, r
+
+
 @pytest.mark.parametrize("friction", [False, True])
 def test_a_window_credits_the_integrator_unless_friction_may_have_eaten_its_motion(friction):
     """The integrator moves the setpoint through a window while the measured mismatch stays
@@ -587,11 +598,7 @@ def test_a_window_credits_the_integrator_unless_friction_may_have_eaten_its_moti
     at the setpoint it ends at, crediting the integrator's motion on the model (the exact
     model's windows stay as they were); with friction, where the plant need not have moved,
     it is the mismatch measured where the window ends."""
-    model = load_model("soft_arm_stiff")
-    plan = plan_target(model, TARGET, [np.zeros(model.n)], 2e-3, period=1 / 250)
-    r = Retargeting(model, 1 / 250, 2e-3)
-    r.begin(plan, True)
-    r.friction = friction
+    model, plan, r = begun_on_the_soft_arm(friction)
     x = np.asarray(model.fk(plan.q_goal), dtype=float)
     off = np.array([0.02, 0.0])
     J = held_jacobian(blocks(model, plan.q_goal))
@@ -618,11 +625,7 @@ def test_with_friction_a_window_the_arm_drifted_through_makes_no_correction():
     that threw it 25 mm off) drifts through the window by more than that value: no
     correction, nothing learnt, the next window. One that rests, or drifts by less than its
     mismatch, is corrected."""
-    model = load_model("soft_arm_stiff")
-    plan = plan_target(model, TARGET, [np.zeros(model.n)], 2e-3, period=1 / 250)
-    r = Retargeting(model, 1 / 250, 2e-3)
-    r.begin(plan, True)
-    r.friction = True
+    model, plan, r = begun_on_the_soft_arm(friction=True)
     x = np.asarray(model.fk(plan.q_goal), dtype=float)
     lo, hi = np.asarray(model.qa_min, float), np.asarray(model.qa_max, float)
     n = r._window
