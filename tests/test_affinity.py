@@ -10,6 +10,7 @@ import os
 
 import pytest
 
+from conftest import PATIENT_SETTINGS
 from poise.api.state import State
 from poise.cli.run_cmd import format_summary
 from poise.controller.config import ConfigError, load_config
@@ -135,7 +136,7 @@ def test_the_loop_benchmark_runs_each_cpu_setting_and_reports_where_the_loop_ran
     from poise.controller import benchmark
 
     cpu = max(allowed_cpus())
-    result = benchmark.run(1.0, (200.0,), cpus=(OFF, cpu))
+    result = benchmark.run(1.0, (200.0,), cpus=(OFF, cpu), settings=PATIENT_SETTINGS)
     pinned = [r["cpu"] for r in result["runs"]]
     assert pinned == [None, cpu]
     assert all(r["cycles"] > 0 and r["state"] == "running" for r in result["runs"]), \

@@ -21,7 +21,7 @@ import os
 import platform
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 #: ``attach(controller) -> object with stop()``: starts telemetry/logging for a run.
@@ -34,7 +34,8 @@ def run_one(model: str, rate: float, seconds: float, target: list[float],
             pacing: str = "device", attach: Attach | None = None,
             compiled: bool = True, process: str = "own", priority: int | None = None,
             busy_poll: bool = False, cpu: int | None = None, wire: bool = True,
-            follow: str = "none") -> dict[str, Any]:
+            follow: str = "none", settings: Mapping[str, Any] | None = None
+            ) -> dict[str, Any]:
     """One run; returns the timing summary plus the run's outcome. ``compiled``: the cycle
     on the compiled kernels (else the numpy reference); ``process``: the controller in a
     process of its own (``own``, as ``poise run``) or in this one (``shared``);
@@ -42,7 +43,8 @@ def run_one(model: str, rate: float, seconds: float, target: list[float],
     None: the configuration's default); ``busy_poll``: ``loop.busy_poll``; ``cpu``:
     ``loop.cpu`` (None: the configuration's default); ``wire``: ``loop.wire``; ``follow``:
     ``"stream"`` follows a moving reference over the window (:class:`StreamFeeder`), else
-    ``"none"`` (the target held)."""
+    ``"none"`` (the target held); ``settings``: more run-configuration keys and values, after
+    the bench's own (``{"limits.sensor_fault": 5}``)."""
     from poise.controller.config import load_config
     from poise.controller.realtime import make_controller
 
@@ -55,6 +57,7 @@ def run_one(model: str, rate: float, seconds: float, target: list[float],
         over["loop.priority"] = (priority, "bench")
     if cpu is not None:
         over["loop.cpu"] = (cpu, "bench")
+    over.update({key: (value, "bench") for key, value in (settings or {}).items()})
     load0 = os.getloadavg()[0]
     extras = None
     try:
@@ -220,21 +223,22 @@ def run(seconds: float = 60.0, rates: tuple[float, ...] = (500.0, 1000.0),
         priorities: tuple[int | None, ...] = (None,),
         busy_polls: tuple[bool, ...] = (False,),
         cpus: tuple[int | None, ...] = (None,),
-        wires: tuple[bool, ...] = (True,), follows: tuple[str, ...] = ("none",)
-        ) -> dict[str, Any]:
+        wires: tuple[bool, ...] = (True,), follows: tuple[str, ...] = ("none",),
+        settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """All rates on the compiled cycle in each of ``processes`` at each of ``priorities``
     with each of ``busy_polls`` (``loop.busy_poll``), ``cpus`` (``loop.cpu``) and ``wires``
     (``loop.wire``) and ``follows`` (:func:`run_one`'s ``follow``), and with ``reference``
     each rate again
     on the numpy reference in one process at the normal scheduler (the before/after in one
-    run); a priority None is the configuration's default; JSON-ready."""
+    run); a priority None is the configuration's default; ``settings``: :func:`run_one`'s,
+    for every run; JSON-ready."""
     goal = list(target if target is not None else TARGETS.get(model, (0.5,)))
     variants = [(True, p, prio, busy, cpu, wire, follow) for p in processes
                 for prio in priorities for busy in busy_polls for cpu in cpus for wire in wires
                 for follow in follows] + \
         ([(False, "shared", 0, False, None, False, "none")] if reference else [])
     runs = [run_one(model, r, seconds, goal, pacing, attach, compiled, process, prio, busy,
-                    cpu, wire, follow)
+                    cpu, wire, follow, settings)
             for r in rates for compiled, process, prio, busy, cpu, wire, follow in variants]
     return {"benchmark": "loop", "goal": GOAL, "runs": runs,
             "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
