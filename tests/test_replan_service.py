@@ -4,6 +4,7 @@ whose springs are 10 % stiffer than its model (real time, through a pty)."""
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 
@@ -167,14 +168,18 @@ def test_the_real_time_parent_replans_for_its_child(stiffer_dancer):
                                      for k in ALGORITHM_GAINS[p.algorithm]}
 
 
-def test_a_ring_is_announced_and_backs_off_only_the_automatic_gains(stiffer_dancer):
+def test_a_ring_is_announced_and_backs_off_only_the_automatic_gains(stiffer_dancer,
+                                                                    monkeypatch):
     """The ring watch (:mod:`poise.motion.ringwatch`) of the service's step: when it finds
     a ring (here set as the watch sets it), the cycle announces ``gain_backed_off`` with
     the scale, and the IK steps with the automatic rate gains × that scale; an explicit
-    gain is the user's and stays. When it stops them (feedback alone driving the error
-    away), ``gain_stopped``."""
+    gain is the user's and stays. When it raises them (feedback barely moving a static
+    error), ``gain_raised``; when it stops them (feedback alone driving the error away),
+    ``gain_stopped``. (The watch's own raises are off: the scales here are the test's.)"""
     from poise.controller.service import Controller
+    from poise.motion import ringwatch
 
+    monkeypatch.setattr(ringwatch, "RAISE_FLOOR", math.inf)
     with Controller(_config(stiffer_dancer.path)) as ctl:
         assert ctl.start().accepted
         _wait(lambda: ctl.state == State.RUNNING, what="running")
@@ -196,6 +201,14 @@ def test_a_ring_is_announced_and_backs_off_only_the_automatic_gains(stiffer_danc
         feedback = ctl.summary()["feedback"]
         assert feedback["gain_scale"] == 0.5 and feedback["rings"] == 1
         assert feedback["gains"] == {k: pytest.approx(0.5 * getattr(p, k)) for k in keys}
+        # a static error that feedback barely moves raises them (gain_raised)
+        ring.scale, ring.raises = 2.0, ring.raises + 1
+        _wait(lambda: _info(ctl, "gain_raised"), what="the announcement")
+        (event,) = _info(ctl, "gain_raised")
+        assert event["gain_scale"] == 2.0 and event["raises"] == 1
+        for key in keys:
+            assert getattr(ctl.step.backed_off(p), key) == pytest.approx(2.0 * getattr(p, key))
+        assert ctl.summary()["feedback"]["raises"] == 1
         # feedback alone driving the error away stops them (announced once: gain_stopped)
         ring.scale, ring.halts = 0.0, ring.halts + 1
         _wait(lambda: _info(ctl, "gain_stopped"), what="the announcement")

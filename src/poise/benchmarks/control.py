@@ -180,6 +180,8 @@ def run_case(name: str, mode: str, algorithm: str, targets: Sequence[FloatArray]
             # ... and plans whose automatic gains it stopped, feedback alone driving the
             # error away (poise.motion.ringwatch)
             "halts": loop.step.ring.halts if loop.step.ring is not None else 0,
+            # ... and windows whose static error feedback barely moved (the gains doubled)
+            "raises": loop.step.ring.raises if loop.step.ring is not None else 0,
             # the detuning of the plant's modes its sway after moves showed (fb,
             # poise.motion.sway), which the moves chosen later allowed for
             "detuning": loop.step.detuning,

@@ -143,7 +143,9 @@ class LoopConfig:
         "period before and > 3 × the tolerance), the automatic rate gains are halved, down to "
         "1/16, until the next target (event gain_backed_off; poise.motion.ringwatch); once "
         "the corrections have ended, an error driven to 2 × its least window mean stops them "
-        "until the next target (gain_stopped); false: off")
+        "until the next target (gain_stopped); a static error above 1.5 × the tolerance that "
+        "feedback barely moves (a window's mean > 0.8 × the one before, its swing below the "
+        "tolerance) doubles them, up to 2 × (gain_raised); false: off")
     plan_budget: float = setting(
         5.0, "number", "how long the background part of a target answered at once may take "
         "[s]: later, its predicted response is dropped (the gains at the new target are still "

@@ -60,6 +60,17 @@ if TYPE_CHECKING:
 #: Device status bits as plain ints (an ``enum.Flag`` operation costs ~1 µs in a cycle).
 ARMED, WATCHDOG, ESTOP, SATURATED = (int(msg.Status.ARMED), int(msg.Status.WATCHDOG),
                                      int(msg.Status.ESTOP), int(msg.Status.SATURATED))
+#: The ring watch's counts (:mod:`poise.motion.ringwatch`) the cycle announces as they grow:
+#: ``(count, event code, reason)``, the reason formatted with the ``scale`` now.
+RING_EVENTS = (
+    ("rings", "gain_backed_off", "the task error swung on undamped after the move "
+     "(poise.motion.ringwatch): the automatic rate gains × {scale:g} until the next target"),
+    ("raises", "gain_raised", "feedback barely moved a static error after the move "
+     "(poise.motion.ringwatch): the automatic rate gains × {scale:g} until the next target"),
+    ("halts", "gain_stopped", "feedback alone drove the task error away after the "
+     "corrections ended (poise.motion.ringwatch): the automatic rate gains stopped until "
+     "the next target"),
+)
 
 
 class Cycle:
@@ -108,8 +119,8 @@ class Cycle:
         self.last_frame_time = time.perf_counter()
         self._seq = 0
         self._corrections_seen = 0  # sampled re-targeting's corrections announced
-        self._rings_seen = 0  # the ring watch's gain back-offs announced
-        self._halts_seen = 0  # ... and the plans whose gains it stopped
+        # the ring watch's counts announced (RING_EVENTS)
+        self._ring_seen = {count: 0 for count, _, _ in RING_EVENTS}
         self._detuning_seen = 0.0  # the step's sway detuning announced (move_sway)
         self._springs_seen = 0.0  # the step's spring scale announced (spring_scale)
         self._plant_seen = (0, False)  # mass windows, plant estimate used (plant_estimate)
@@ -357,7 +368,9 @@ class Cycle:
         service's :class:`~poise.controller.replan.StallReplanner` hears it and re-plans);
         and ``gain_backed_off`` when the ring watch (:mod:`poise.motion.ringwatch`) halved
         the automatic rate gains (``gain_scale``, ``rings``), ``gain_stopped`` when it
-        stopped them, feedback alone driving the error away (``halts``); ``move_sway`` when
+        stopped them, feedback alone driving the error away (``halts``), ``gain_raised``
+        when it raised them, feedback barely moving a static error (``raises``);
+        ``move_sway`` when
         the plant's sway after a move changed the detuning of its modes the step takes (the
         mean over the moves that are evidence; :mod:`poise.motion.sway`: ``detuning``,
         ``sway`` [task units], ``ratio`` to the move's unshaped sway on the model), which
@@ -398,18 +411,8 @@ class Cycle:
             self._plant_seen = plant_key
             if plant_key[1] or announced:
                 self._announce_plant(r)
-        if ring is not None and ring.rings != self._rings_seen:
-            self._rings_seen = ring.rings
-            self.hub.announce("info", code="gain_backed_off", **ring.summary(),
-                              reason="the task error swung on undamped after the move "
-                                     "(poise.motion.ringwatch): the automatic rate gains "
-                                     f"× {ring.scale:g} until the next target")
-        if ring is not None and ring.halts != self._halts_seen:
-            self._halts_seen = ring.halts
-            self.hub.announce("info", code="gain_stopped", **ring.summary(),
-                              reason="feedback alone drove the task error away after the "
-                                     "corrections ended (poise.motion.ringwatch): the "
-                                     "automatic rate gains stopped until the next target")
+        if ring is not None:
+            self._ring_events(ring)
         if r.total != self._corrections_seen:
             self._corrections_seen = r.total
             if r.corrections:
@@ -420,6 +423,16 @@ class Cycle:
                               target=np.asarray(self.params.target, dtype=float).tolist(),
                               mismatch=mismatch.tolist(),
                               aim=(np.asarray(r.plan.live_target) + mismatch).tolist())
+
+    def _ring_events(self, ring: Any) -> None:
+        """An ``info`` event for each of the ring watch's counts that grew
+        (:data:`RING_EVENTS`), with its summary (the scale now)."""
+        for count, code, reason in RING_EVENTS:
+            value = getattr(ring, count)
+            if value != self._ring_seen[count]:
+                self._ring_seen[count] = value
+                self.hub.announce("info", code=code, **ring.summary(),
+                                  reason=reason.format(scale=ring.scale))
 
     def _announce_dither(self, dither: Any) -> None:
         """The ``dither`` event of :meth:`_retarget_events` (``dither``: the

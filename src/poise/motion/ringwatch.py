@@ -35,6 +35,19 @@ until the next target: the arm holds the setpoint where the error was still smal
 lean above: held 40 mm off, not fallen). A static error, an approach, a sway around the
 least mean and friction's creep of a few millimetres stay below it, so where feedback
 converges nothing changes.
+
+**A static error that feedback barely moves.** Where friction holds the plant (the dancer on
+``real``: its pointe stuck within its stiction band after a move), the plant answers the
+integrator with a fraction of what the model's held map says, and an error of a few
+millimetres creeps away at 0.1–0.3 mm/s (bench target 9: 5.4 mm at 13 s, still 3.1 mm at
+21 s, failing its trial). So a window that swung less than the tolerance (no sway, no ring),
+whose mean error is above :data:`RAISE_FLOOR` × the tolerance and above :data:`CREEP` × the
+mean of the window before (feedback took less than a fifth of it in a damped period), doubles
+the scale, up to :data:`RAISE_TO`: the automatic gains are at most 2 × their 0.3 × the
+stability bound (:data:`poise.motion.bounds.DEFAULT_FRACTION`), within the bound at the model
+and its stated uncertainty. A ring halves it again, and an error driven away stops it, as
+above. On the exact model an error above the floor decays within a window, and nothing
+changes.
 """
 
 from __future__ import annotations
@@ -60,6 +73,12 @@ FLOOR = 3.0
 #: least window mean of the plan (and that mean plus FLOOR × the tolerance): the automatic
 #: rate gains stop until the next target.
 AWAY = 2.0
+#: A static error that feedback barely moves doubles the scale, up to this ...
+RAISE_TO = 2.0
+#: ... a window whose mean error is above this fraction of the window's before ...
+CREEP = 0.8
+#: ... and above this multiple of the tolerance, its swing below the tolerance.
+RAISE_FLOOR = 1.5
 #: Each ring halves the scale, down to this.
 MIN_SCALE = 1.0 / 16.0
 
@@ -89,13 +108,16 @@ class RingWatch:
         # this window's sum of error norms, and the least window mean of the plan [task units]
         self._sum = 0.0
         self._least = math.inf
+        self._last_mean = math.inf  # the window before's mean error [task units]
+        #: Windows whose static error feedback barely moved (the scale doubled).
+        self.raises = 0
 
     def begin(self, plan: TargetPlan | None) -> None:
         """A new plan: the scale back to 1 and its least error forgotten, the window one
         damped period of its slowest structural mode (no watch without one)."""
         self.scale = 1.0
         self._swings, self._count = [], 0
-        self._sum, self._least = 0.0, math.inf
+        self._sum, self._least, self._last_mean = 0.0, math.inf, math.inf
         slow = plan.loop.slowest_mode() if plan is not None and plan.loop is not None else None
         if slow is None or not math.isfinite(slow.period):
             self._window = 0
@@ -107,12 +129,14 @@ class RingWatch:
         (the plan's least error is kept)."""
         if self._count or self._swings:
             self._swings, self._count, self._sum = [], 0, 0.0
+        self._last_mean = math.inf
 
     def observe(self, error: FloatArray, alone: bool = False) -> bool:
         """One cycle's task error (task_dim,) [task units]; True when it found a ring (then
         :attr:`scale` has halved) or, ``alone`` (the integrator the only one acting on the
         error), feedback driving the error away (then :attr:`scale` is 0 until the next
-        plan)."""
+        plan). A window of a static error that feedback barely moved doubles :attr:`scale`
+        (up to :data:`RAISE_TO`; False)."""
         if not self._window:
             return False
         size = float(np.linalg.norm(error))
@@ -138,7 +162,14 @@ class RingWatch:
         swings.append(0.5 * float(np.linalg.norm(self._high - self._low)))
         mean, self._sum = self._sum / self._count, 0.0
         self._count = 0
+        before, self._last_mean = self._last_mean, mean
         self._least = min(self._least, mean)
+        if 0.0 < self.scale < RAISE_TO and swings[-1] < self.tolerance and \
+                mean > max(RAISE_FLOOR * self.tolerance, CREEP * before):
+            self.scale = min(RAISE_TO, 2.0 * self.scale)
+            self.raises += 1
+            self._swings = []
+            return False
         if len(swings) > WINDOWS + 1:
             del swings[0]  # the last WINDOWS + 1 swings
         if len(swings) <= WINDOWS:
@@ -152,9 +183,11 @@ class RingWatch:
         return True
 
     def summary(self) -> dict[str, Any]:
-        """JSON-ready: the scale on the automatic gains, the rings seen and the plans whose
-        gains stopped."""
-        return {"gain_scale": self.scale, "rings": self.rings, "halts": self.halts}
+        """JSON-ready: the scale on the automatic gains, the rings seen, the plans whose
+        gains stopped and the windows that raised them."""
+        return {"gain_scale": self.scale, "rings": self.rings, "halts": self.halts,
+                "raises": self.raises}
 
 
-__all__ = ["AWAY", "FLOOR", "MIN_SCALE", "SUSTAIN", "WINDOWS", "RingWatch"]
+__all__ = ["AWAY", "CREEP", "FLOOR", "MIN_SCALE", "RAISE_FLOOR", "RAISE_TO", "SUSTAIN",
+           "WINDOWS", "RingWatch"]

@@ -305,12 +305,12 @@ class ControlStep:
         ring = self.ring
         scale = ring.scale if ring is not None and p.auto else 1.0
         paused = self.dithering
-        if scale >= 1.0 and not paused:
+        if scale == 1.0 and not paused:
             return p
         last, key, copy = self._scaled
         if last is not p or key != (scale, paused) or copy is None:
             gains = {k: getattr(p, k) * scale for k in ALGORITHM_GAINS.get(p.algorithm, ())
-                     if k in p.auto and scale < 1.0}
+                     if k in p.auto and scale != 1.0}
             if paused:
                 gains[LEAD_GAIN.get(p.algorithm, "gamma")] = 0.0
             copy = replace(p, **gains)
