@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from mcap.reader import make_reader
 from mcap.writer import Writer
 
+from conftest import PATIENT_WATCHDOG
 from poise.api.bus import CycleSample, Event, SampleQueue
 from poise.api.extras import MissingExtra
 from poise.cli import main as cli_main
@@ -327,7 +328,7 @@ def test_live_view_serves_the_channels_to_a_foxglove_websocket_client():
 def test_poise_run_writes_a_log_foxglove_places_now_with_the_arm_drawn(tmp_path):
     path = tmp_path / "run.mcap"
     code = cli_main(["run", "--duration", "2", "--no-mqtt", "--log", str(path), "--quiet",
-                     "--json-summary"])
+                     "--json-summary", *PATIENT_WATCHDOG])
     assert code in (0, 1)  # reached or not within 2 s: the log is what this test is about
     now = time.time_ns()
     with open(path, "rb") as f:

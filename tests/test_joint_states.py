@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import PATIENT_WATCHDOG
 from poise.api.bus import CycleSample
 from poise.api.topics import dumps
 from poise.cli import main as cli_main
@@ -128,7 +129,7 @@ def test_poise_run_joint_states_flag_publishes_the_models_joint_names(shared):
     with Recorder(shared) as rec:
         code = cli_main(["run", "--mqtt", shared.url, "--robot-id", shared.robot_id,
                          "--joint-states", "20", "--duration", "2", "--no-log", "--quiet",
-                         "--json-summary"])
+                         "--json-summary", *PATIENT_WATCHDOG])
         assert code in (0, 1)
         joint_states = _wait_count(rec, "joint_states", 5, 10)
     assert len(joint_states) >= 5

@@ -13,6 +13,7 @@ import tomllib
 
 import pytest
 
+from conftest import PATIENT_WATCHDOG
 from poise.api.extras import EXTRAS, MissingExtra, install_hint, require
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -45,7 +46,7 @@ def test_headless_commands_never_import_qt_or_matplotlib(tmp_path):
             main(["model", "list"]),
             main(["example", "list"]),
             main(["run", "--config", "double_pendulum", "--duration", "1", "--no-mqtt",
-                  "--log", "run.mcap", "--quiet"]),
+                  "--log", "run.mcap", "--quiet", *{list(PATIENT_WATCHDOG)!r}]),
             main(["log", "info", "run.mcap"]),
             main(["log", "export", "run.mcap", "--out", "csv"]),
         ]

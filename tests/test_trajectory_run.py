@@ -12,6 +12,7 @@ import time
 import numpy as np
 import pytest
 
+from conftest import PATIENT_WATCHDOG
 from poise.api.bus import Command
 from poise.api.state import State
 from poise.controller.config import load_config
@@ -158,7 +159,7 @@ def test_poise_run_follows_a_trajectory_file_and_refuses_a_bad_one(tmp_path):
     good.write_text("\n".join(rows) + "\n")
     cmd = [sys.executable, "-m", "poise", "run", "--model", "double_pendulum", "--target",
            "0.5", "--device", "inprocess", "--no-mqtt", "--no-log", "--json-summary",
-           "--trajectory"]
+           *PATIENT_WATCHDOG, "--trajectory"]
     out = subprocess.run([*cmd, str(good)], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "trajectory done" in out.stderr
