@@ -102,7 +102,7 @@ def test_a_disk_full_mid_run_keeps_control_and_says_so_on_mqtt_summary_and_exit_
     assert log["ok"] is False and log["error"] == event["error"]
     assert log["failed_after_s"] > 0 and log["samples_unlogged"] >= CYCLES_AFTER
     assert 0 < log["unlogged_pct"] < 100
-    assert t["exit_code"] == EXIT_CODES["log_failed"] == 5
+    assert t["exit_code"] == EXIT_CODES["log_failed"] == 5, t["ended"]
     said = [line for line in t["stderr"] if "experiment log" in line]
     assert len(said) == 1 and "File too large" in said[0] and not t["traceback"], t["stderr"]
     assert t["truncated"] and t["recovered_cycles"] >= log["samples_logged"] > 0

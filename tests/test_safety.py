@@ -20,7 +20,7 @@ import uuid
 import numpy as np
 import pytest
 
-from conftest import PATIENT_WATCHDOG
+from conftest import PATIENT_SETTINGS, PATIENT_WATCHDOG
 from poise.api.bus import Command
 from poise.api.state import State
 from poise.controller.config import ConfigError, config_from_dict, load_config
@@ -212,7 +212,9 @@ def mqtt_service(broker_url, request, sim_device):  # noqa: F811 - the imported 
     dev = sim_device("double_pendulum")
     config = load_config(None, {"device.port": (dev.path, "test"),
                                 "algorithm.target": ([0.5], "test"),
-                                "loop.mode": ("ff", "test"), "mqtt.enabled": (False, "test")})
+                                "loop.mode": ("ff", "test"), "mqtt.enabled": (False, "test"),
+                                **{key: (value, "test") for key, value in
+                                   PATIENT_SETTINGS.items()}})
     ctl = RealtimeController(config) if getattr(request, "param", False) else Controller(config)
     mc = MqttConfig.from_url(broker_url, robot_id="safety-" + uuid.uuid4().hex[:8])
     request.addfinalizer(lambda: forget(mc))

@@ -44,7 +44,7 @@ MARGIN_BYTES = 20_000
 CYCLES_AFTER = 250
 #: A busy machine may starve the loop or the virtual device for a while: the runs here are
 #: about the log, so they tolerate longer silences than the defaults before a fault.
-PATIENT = ["--set", "limits.sensor_fault=5", "--set", "device.watchdog_ms=1000"]
+PATIENT = ["--set", "limits.sensor_fault=5", "--set", "device.watchdog_ms=2000"]
 
 
 def _poise(args: list[str], cwd: str) -> subprocess.Popen[str]:
@@ -93,7 +93,8 @@ def disk_full_trial(url: str, workdir: str, timeout: float = 120.0) -> dict[str,
         ``event`` (the ``log_failed`` event's data, or None), ``summary_log`` (the summary's
         ``log`` entry), ``stderr`` (its lines), ``traceback`` (one in stderr),
         ``recovered_cycles`` and ``truncated`` (``read_log`` of the file), ``limited_at``
-        (the log's size when the limit was set [bytes]).
+        (the log's size when the limit was set [bytes]), ``ended`` (the summary's state and
+        reason, or None).
     """
     from poise.telemetry.client import Recorder, forget
     from poise.telemetry.mqtt import MqttConfig
@@ -131,9 +132,11 @@ def disk_full_trial(url: str, workdir: str, timeout: float = 120.0) -> dict[str,
         forget(cfg)
     out["exit_code"] = proc.returncode
     try:
-        out["summary_log"] = json.loads(stdout).get("log")
+        summary = json.loads(stdout)
+        out["summary_log"] = summary.get("log")
+        out["ended"] = (summary.get("state"), summary.get("reason", ""))
     except ValueError:
-        out["summary_log"] = None
+        out["summary_log"], out["ended"] = None, None
     out["stderr"] = stderr.splitlines()
     out["traceback"] = "Traceback" in stderr
     contents = read_log(log) if log.exists() else None
