@@ -179,6 +179,50 @@ def test_the_bias_is_used_in_the_directions_the_windows_pin_down(mixed):
     assert not retarget.bias_at(q).any()
 
 
+def test_the_bias_in_use_follows_the_configuration_the_arm_is_in(mixed):
+    """The task bias is a function of the configuration, ``b(q) = h(q) − ĥ(q)``. Taken up
+    where a window rested (:meth:`Retargeting.take_bias`) and held there, it is off the
+    plant's offset by as much as the arm moves it; followed to where the arm is now
+    (:meth:`Retargeting.follow_bias`) it is the plant's offset there to within the estimate.
+    None in use stays none (a bias is taken up or dropped only where a window ends); one
+    used only across (pinned there alone) is followed across only."""
+    _, plant = mixed
+    model = load_model("dancer")
+    poses = held_poses(plant, 6)
+    retarget = Retargeting(model, 0.004, TOL, total_mass=plant.total_mass)
+    retarget.friction_test = "done"
+    assert not retarget.follow_bias(poses[1][0]).any()  # none in use: none followed
+    for q, tau in poses[2:]:
+        retarget.masses.add(q, tau)
+    (rest, _), (now, _) = poses[:2]
+    shift = retarget.take_bias(rest)
+    taken = retarget.task_bias.copy()
+    assert np.array_equal(shift, taken)  # from none
+    offset = model.fk(now) - plant.fk(now)  # what the model's task gets wrong at ``now``
+    stale = np.linalg.norm(taken - offset)
+    assert stale > 2 * TOL
+    followed = retarget.follow_bias(now)
+    assert np.linalg.norm(followed - offset) < 1e-4 < 0.01 * stale  # as the estimate is
+    assert np.array_equal(retarget.task_bias, followed)
+    assert np.allclose(retarget.take_bias(now), 0.0, atol=1e-12)  # the window agrees
+
+    # pinned across only (one window where the gesture leg hangs straight down; see
+    # test_the_bias_is_used_in_the_directions_the_windows_pin_down)
+    A = np.asarray(plant.C, float)[:plant.m]
+    across = Retargeting(model, 0.004, TOL, total_mass=plant.total_mass)
+    across.friction_test = "done"
+    q = solve_statics(plant, np.array([1.193, 2.574, -1.456]), np.zeros(1)).q
+    across.masses.add(q, np.linalg.lstsq(A.T, plant.G(q), rcond=None)[0])
+    across.take_bias(q)
+    _, directions = np.linalg.eigh(across.masses.com_covariance(q))
+    pinned, loose = directions.T
+    there = q + np.array([0.02, -0.05, 0.04, 0.03])
+    followed = across.follow_bias(there)
+    assert abs(followed @ loose) < 1e-12
+    assert followed @ pinned == pytest.approx(across.masses.bias(there) @ pinned, abs=1e-12)
+    assert abs(followed @ pinned - across.bias_at(q) @ pinned) > 1e-4  # it moved
+
+
 def test_the_pinned_part_keeps_the_most_certain_directions_within_the_limit():
     """:func:`pinned_part`: the principal directions of the covariance from the most
     certain on while their variances sum to at most the limit², the bias projected on them
@@ -295,7 +339,13 @@ def test_feedback_brings_the_plants_centre_of_mass_to_the_target(mixed):
     assert corrections == 0
     plan = loop.step.plan
     assert plan.task_bias is not None and plan.error_map is not None
-    assert np.linalg.norm(loop.step.retarget.task_bias) > 10 * TOL
+    retarget = loop.step.retarget
+    assert np.linalg.norm(retarget.task_bias) > 10 * TOL
+    # the bias in use is the estimate's where the arm rests now (followed, 0 here), not
+    # the plan's where it ended (12 µm off when it is not followed)
+    here = loop.measured()
+    assert np.linalg.norm(retarget.task_bias - retarget.masses.bias(here)) < 1e-3 * TOL
+    assert np.linalg.norm(retarget.task_bias - (loop.model.fk(here) - plant.fk(here))) < 0.5 * TOL
 
 
 def test_the_real_time_parent_plans_for_the_plant_its_child_estimated(mixed):

@@ -86,7 +86,9 @@ static part of the measured efforts to the estimate of the plant's masses
 (:class:`~poise.motion.masses.MassEstimate`, kept over targets), whose task bias, once
 pinned down (:meth:`Retargeting.bias_at`), moves the aim: the window's mismatch grows by the
 bias's change, while the plant's answer to the last correction (the secant update, the
-contraction) is measured against the aim that correction had.
+contraction) is measured against the aim that correction had. The bias depends on the
+configuration, and between windows the one in use is followed to where the arm is
+(:meth:`Retargeting.follow_bias`, :data:`BIAS_FOLLOW_S`).
 
 **Anti-windup.** A window is discarded (and restarted) when the cycle's anti-windup held an
 actuator, when the device reported a saturated actuator, or when a move is under way; the
@@ -179,6 +181,12 @@ BIAS_SIGMA = 1.0
 #: windows of the dancer whose masses are the model's showed a bias of 2.1 mm at a sigma of
 #: 1.7 mm, and aiming with it ended two targets 3.2–3.5 mm off).
 BIAS_SIGNIFICANCE = 3.0
+#: The task bias in use is followed to the measured configuration this often [s]: it is a
+#: function of the configuration, ``b(q)``, and held at a window's resting ``q`` it went
+#: stale as the arm moved on (the dancer on ``real``, bench target 2: 2.9 mm off the
+#: plant's where the estimate at the arm's ``q`` was 0.75 mm off, and feedback saw 2 mm of
+#: a 4.3 mm error).
+BIAS_FOLLOW_S = 0.1
 #: The windows showed friction (:mod:`poise.motion.dither`) when, after at least
 #: :data:`FRICTION_WINDOWS` of them, they disagree with the masses' estimate this many times
 #: beyond their errors (:meth:`MassEstimate.scatter <poise.motion.masses.MassEstimate.
@@ -304,6 +312,8 @@ class Retargeting:
         #: task at ``target + b``): :meth:`bias_at` the last window, or a plan's aimed for
         #: the plant (:func:`~poise.motion.planner.for_plant`) from its adoption on.
         self.task_bias = np.zeros(model.task_dim)
+        # the directions the bias in use is pinned down in (k, j); None: all
+        self._bias_basis: FloatArray | None = None
         #: The windows showed friction (:data:`FRICTION_SCATTER`, :data:`FRICTION_TEST`):
         #: from then on only dithered windows teach the masses (:mod:`poise.motion.dither`);
         #: kept over plans.
@@ -481,17 +491,50 @@ class Retargeting:
         them disagree in ways a few windows do not show (on ``real`` the first target's
         pinned direction, used before the test had ended, swung window by window and the
         target ended 33 mm off; it passed without it)."""
+        return self._pinned_bias(q)[0]
+
+    def _pinned_bias(self, q: FloatArray) -> tuple[FloatArray, FloatArray | None]:
+        """:meth:`bias_at` ``q`` and the directions it is used in (k, j) (None: all)."""
         bias = self.masses.bias(q)
         limit = (BIAS_KEEP if self.task_bias.any() else 1.0) * BIAS_SIGMA * self.tolerance
         covariance = self.masses.com_covariance(q)
         sigma = float(np.sqrt(np.trace(covariance)))
+        basis = None
         if sigma > limit and self.friction_test == "done" and not self.friction:
-            bias, sigma = pinned_part(bias, covariance, limit)
+            basis, sigma = pinned_basis(covariance, limit)
+            bias = basis @ (basis.T @ bias)
         size = float(np.linalg.norm(bias))
         if size < max(BIAS_THRESHOLD * self.tolerance, BIAS_SIGNIFICANCE * sigma) or \
                 sigma > limit:
-            return np.zeros_like(bias)
-        return bias
+            return np.zeros_like(bias), None
+        return bias, basis
+
+    def take_bias(self, q: FloatArray) -> FloatArray:
+        """The task bias :meth:`bias_at` the resting configuration ``q`` (n,) becomes the one
+        in use (:attr:`task_bias`; zeros: none); its change [task units] (the window's
+        mismatch moves by it, :meth:`correction`)."""
+        bias, self._bias_basis = self._pinned_bias(q)
+        shift = bias - self.task_bias
+        self.task_bias = bias
+        return shift
+
+    def adopt_bias(self, bias: FloatArray) -> None:
+        """A plan aimed for the plant (:func:`~poise.motion.planner.for_plant`) brings its
+        own task bias (k,) [task units], in all directions."""
+        self.task_bias = np.array(bias, dtype=np.float64)
+        self._bias_basis = None
+
+    def follow_bias(self, q: FloatArray) -> FloatArray:
+        """The task bias in use followed to the configuration ``q`` (n,) the arm is in now:
+        the estimate's ``b(q)`` (:meth:`MassEstimate.bias <poise.motion.masses.
+        MassEstimate.bias>`) in the directions the last window pinned down
+        (:meth:`bias_at`); see :data:`BIAS_FOLLOW_S`. None in use: none (a bias is taken
+        up or dropped only where a window ends, :meth:`take_bias`)."""
+        if self.task_bias.any():
+            bias = self.masses.bias(q)
+            basis = self._bias_basis
+            self.task_bias = bias if basis is None else basis @ (basis.T @ bias)
+        return self.task_bias
 
     @property
     def plant(self) -> MechanicalModel | None:
@@ -638,9 +681,7 @@ class Retargeting:
             self.teach(q_mid, tau, rate, (tau_spread, tau_error), (q_spread, q_error),
                        bool(dither))
             self._choose_dither(q_mid)
-            bias = self.bias_at(q_mid)
-            shift = bias - self.task_bias
-            self.task_bias = bias
+            shift = self.take_bias(q_mid)
         else:
             shift = np.zeros_like(mismatch)
         self._clear()
@@ -769,18 +810,23 @@ class Retargeting:
                 "window_s": self._window * self.period if self.active else None}
 
 
+def pinned_basis(covariance: FloatArray, limit: float) -> tuple[FloatArray, float]:
+    """The directions a ``covariance`` (k, k) [m²] pins down, as orthonormal columns (k, j),
+    and their sigma [m]: the principal directions from the most certain on, as long as
+    their variances sum to at most ``limit``² (``limit`` [m]); none (k, 0) and 0 where not
+    even the most certain is pinned that well."""
+    variances, directions = np.linalg.eigh(np.asarray(covariance, dtype=float))
+    kept = np.cumsum(np.maximum(variances, 0.0)) <= limit * limit
+    return directions[:, kept], float(np.sqrt(np.sum(np.maximum(variances[kept], 0.0))))
+
+
 def pinned_part(bias: FloatArray, covariance: FloatArray, limit: float
                 ) -> tuple[FloatArray, float]:
     """The part of ``bias`` (k,) [m] in the directions its ``covariance`` (k, k) [m²] pins
-    down, and its sigma [m]: the principal directions from the most certain on, as long as
-    their variances sum to at most ``limit``² (``limit`` [m]); ``(0, 0)`` where not even
-    the most certain is pinned that well."""
-    variances, directions = np.linalg.eigh(np.asarray(covariance, dtype=float))
-    kept = np.cumsum(np.maximum(variances, 0.0)) <= limit * limit
-    if not kept.any():
-        return np.zeros_like(bias), 0.0
-    basis = directions[:, kept]
-    return basis @ (basis.T @ bias), float(np.sqrt(np.sum(np.maximum(variances[kept], 0.0))))
+    down (:func:`pinned_basis`), and its sigma [m]; ``(0, 0)`` where not even the most
+    certain is pinned within ``limit`` [m]."""
+    basis, sigma = pinned_basis(covariance, limit)
+    return basis @ (basis.T @ np.asarray(bias, dtype=float)), sigma
 
 
 def static_part(samples: FloatArray, period: float, sigma: float, omega_d: float,
@@ -952,5 +998,5 @@ def trust_damping(J: FloatArray, mismatch: FloatArray, radius: float) -> float:
 
 __all__ = ["CONTRACTION", "MAX_CORRECTIONS", "RETRIES", "SLOW_GAIN", "THRESHOLD", "TRUST_GOOD",
            "TRUST_GROWTH", "TRUST_MISS", "Correction", "Retargeting", "bounded_correction",
-           "pinned_part", "reduction_ratio", "secant_update", "static_part", "trust_damping",
-           "trust_radius"]
+           "pinned_basis", "pinned_part", "reduction_ratio", "secant_update", "static_part",
+           "trust_damping", "trust_radius"]

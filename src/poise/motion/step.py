@@ -31,7 +31,7 @@ from poise.motion.options import MotionOptions
 from poise.motion.params import LiveParams
 from poise.motion.planner import TargetPlan, approach_move, approach_speed
 from poise.motion.plantmap import SpringsErrorMap
-from poise.motion.retarget import Retargeting
+from poise.motion.retarget import BIAS_FOLLOW_S, Retargeting
 from poise.motion.ringwatch import RingWatch
 from poise.motion.safety import SafetyLimits, all_finite, limit_setpoint
 from poise.motion.shaping import ShapedMove
@@ -212,8 +212,10 @@ class ControlStep:
         #: Sampled re-targeting in feedback (:mod:`poise.motion.retarget`); None: off.
         self.retarget: Retargeting | None = None if tolerance is None else Retargeting(
             model, period, tolerance, total_mass)
-        #: The task bias (:attr:`Retargeting.task_bias`) the aim rows carry now (None: 0).
+        #: The task bias (:attr:`Retargeting.task_bias`) the aim rows carry now (None: 0),
+        #: followed to the measured configuration every this many cycles.
         self._bias: FloatArray | None = None
+        self._bias_every = max(1, round(BIAS_FOLLOW_S / period))
         self._correct = False  # a window closed: its correction at look_ahead
         #: The ring watch in feedback (:mod:`poise.motion.ringwatch`): its scale on the
         #: automatic rate gains; None: off (``ring_watch`` false, or no re-targeting).
@@ -273,7 +275,7 @@ class ControlStep:
         self.goal = plan.qa_goal if plan.approach else None
         r = self.retarget
         if plan.task_bias is not None and r is not None:  # aimed for the plant's masses
-            r.task_bias = np.array(plan.task_bias, dtype=np.float64)
+            r.adopt_bias(plan.task_bias)
             self._bias = r.task_bias.copy() if r.task_bias.any() else None
         self.reference, self._reference_plan, self._aim_rows = None, None, None
         self.following = None
@@ -549,6 +551,8 @@ class ControlStep:
         r = self.retarget
         if r is None or not fb or not r.watching or r.plan is not self.plan:
             return
+        if self._bias is not None and self._cycles % self._bias_every == 0:
+            self._carry_bias(r.follow_bias(q))  # b(q) where the arm is now
         rows = self._aim_rows
         if rows is None or not self._settled_on_plan(p):
             r.reset_window()
@@ -597,8 +601,13 @@ class ControlStep:
         change = bias if self._bias is None else bias - self._bias
         if not change.any():
             return
+        own = self._bias is not None  # the aim rows are this step's copy already
         self._bias = np.array(bias, dtype=np.float64) if bias.any() else None
-        if self._aim_rows is not None:
+        if self._aim_rows is None:
+            return
+        if own:
+            self._aim_rows += change
+        else:
             self._aim_rows = self._aim_rows + change  # a copy: the plan's reference stays
 
     def _watch_cycle(self, p: LiveParams, x_meas: FloatArray, fb: bool) -> None:
