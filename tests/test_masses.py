@@ -17,7 +17,13 @@ from poise.models.actuation import blocks, join, split
 from poise.models.registry import load_model
 from poise.motion.masses import MassEstimate, mass_task
 from poise.motion.planner import for_plant, plan_target
-from poise.motion.retarget import BIAS_SIGMA, BIAS_THRESHOLD, Retargeting, pinned_part, static_trend
+from poise.motion.retarget import (
+    BIAS_SIGMA,
+    BIAS_THRESHOLD,
+    Retargeting,
+    pinned_basis,
+    static_trend,
+)
 from poise.sim.named import write_named
 
 TOL = 2e-3
@@ -224,7 +230,7 @@ def test_the_bias_in_use_follows_the_configuration_the_arm_is_in(mixed):
 
 
 def test_the_pinned_part_keeps_the_most_certain_directions_within_the_limit():
-    """:func:`pinned_part`: the principal directions of the covariance from the most
+    """:func:`pinned_basis`: the principal directions of the covariance from the most
     certain on while their variances sum to at most the limit², the bias projected on them
     and their sigma; nothing where even the most certain is looser than the limit."""
     turn = np.array([[np.cos(0.4), -np.sin(0.4)], [np.sin(0.4), np.cos(0.4)]])
@@ -232,7 +238,8 @@ def test_the_pinned_part_keeps_the_most_certain_directions_within_the_limit():
     for sigmas, kept in (((1e-3, 1e-2), 1), ((2e-3, 2.5e-3), 1), ((1e-3, 2e-3), 2),
                          ((4e-3, 5e-3), 0)):
         covariance = turn @ np.diag(np.square(sigmas)) @ turn.T
-        part, sigma = pinned_part(bias, covariance, 3e-3)
+        pinned, sigma = pinned_basis(covariance, 3e-3)
+        part = pinned @ (pinned.T @ bias)
         basis = turn[:, :kept]
         assert np.allclose(part, basis @ (basis.T @ bias), atol=1e-15)
         assert sigma == pytest.approx(float(np.sqrt(np.sum(np.square(sigmas[:kept])))))

@@ -480,7 +480,7 @@ class Retargeting:
         (:data:`BIAS_KEEP` × that while a bias is in use), at :data:`BIAS_SIGNIFICANCE`
         sigmas or more; else 0 (the model's task).
 
-        Where the windows pin it down in some directions only (:func:`pinned_part`: a limb
+        Where the windows pin it down in some directions only (:func:`pinned_basis`: a limb
         hanging straight down shows no gravity torque, so its moment leaves the centre of
         mass uncertain up and down but not across), the bias is used in those: the
         ``mixed15`` dancer's first target, resting in one pose, had its centre of mass pinned
@@ -820,15 +820,6 @@ def pinned_basis(covariance: FloatArray, limit: float) -> tuple[FloatArray, floa
     return directions[:, kept], float(np.sqrt(np.sum(np.maximum(variances[kept], 0.0))))
 
 
-def pinned_part(bias: FloatArray, covariance: FloatArray, limit: float
-                ) -> tuple[FloatArray, float]:
-    """The part of ``bias`` (k,) [m] in the directions its ``covariance`` (k, k) [m²] pins
-    down (:func:`pinned_basis`), and its sigma [m]; ``(0, 0)`` where not even the most
-    certain is pinned within ``limit`` [m]."""
-    basis, sigma = pinned_basis(covariance, limit)
-    return basis @ (basis.T @ np.asarray(bias, dtype=float)), sigma
-
-
 def static_part(samples: FloatArray, period: float, sigma: float, omega_d: float,
                 dither: float = 0.0) -> FloatArray:
     """The constant part of ``samples`` (rows one period apart) beside a decaying sway at
@@ -998,5 +989,5 @@ def trust_damping(J: FloatArray, mismatch: FloatArray, radius: float) -> float:
 
 __all__ = ["CONTRACTION", "MAX_CORRECTIONS", "RETRIES", "SLOW_GAIN", "THRESHOLD", "TRUST_GOOD",
            "TRUST_GROWTH", "TRUST_MISS", "Correction", "Retargeting", "bounded_correction",
-           "pinned_basis", "pinned_part", "reduction_ratio", "secant_update", "static_part",
+           "pinned_basis", "reduction_ratio", "secant_update", "static_part",
            "trust_damping", "trust_radius"]
