@@ -187,6 +187,12 @@ BIAS_SIGNIFICANCE = 3.0
 #: plant's where the estimate at the arm's ``q`` was 0.75 mm off, and feedback saw 2 mm of
 #: a 4.3 mm error).
 BIAS_FOLLOW_S = 0.1
+#: With friction shown, a task bias this many of its sigmas large is used before the windows
+#: pin the centre of mass down to :data:`BIAS_SIGMA` × the tolerance: it leaves about a sigma,
+#: at most a fifth of it, where not using it leaves all of it (the dancer on ``real``, seed
+#: 16: a bias of 36 mm pinned to 4.5 mm by the first dithered window, waiting for 2 mm; its
+#: first two targets ended 22–36 mm off).
+BIAS_LEAD = 5.0
 #: The windows showed friction (:mod:`poise.motion.dither`) when, after at least
 #: :data:`FRICTION_WINDOWS` of them, they disagree with the masses' estimate this many times
 #: beyond their errors (:meth:`MassEstimate.scatter <poise.motion.masses.MassEstimate.
@@ -490,7 +496,12 @@ class Retargeting:
         agree as their errors say, and friction holding the arm anywhere in its band makes
         them disagree in ways a few windows do not show (on ``real`` the first target's
         pinned direction, used before the test had ended, swung window by window and the
-        target ended 33 mm off; it passed without it)."""
+        target ended 33 mm off; it passed without it).
+
+        With friction shown, where no direction alone is trusted and only dithered windows
+        teach (a few seconds each), a bias of :data:`BIAS_LEAD` sigmas or more is used in
+        full before the estimate is pinned down to the tolerance: it leaves about a sigma of
+        error where waiting leaves the whole bias."""
         return self._pinned_bias(q)[0]
 
     def _pinned_bias(self, q: FloatArray) -> tuple[FloatArray, FloatArray | None]:
@@ -500,6 +511,8 @@ class Retargeting:
         covariance = self.masses.com_covariance(q)
         sigma = float(np.sqrt(np.trace(covariance)))
         basis = None
+        if self.friction and sigma > limit and np.linalg.norm(bias) >= BIAS_LEAD * sigma:
+            return bias, None  # with friction: a bias many sigmas large leads the tolerance
         if sigma > limit and self.friction_test == "done" and not self.friction:
             basis, sigma = pinned_basis(covariance, limit)
             bias = basis @ (basis.T @ bias)
