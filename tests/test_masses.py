@@ -20,6 +20,7 @@ from poise.motion.planner import for_plant, plan_target
 from poise.motion.retarget import (
     BIAS_LEAD,
     BIAS_SIGMA,
+    BIAS_SIGNIFICANCE,
     BIAS_THRESHOLD,
     Retargeting,
     pinned_basis,
@@ -192,7 +193,8 @@ def test_with_friction_a_bias_many_sigmas_large_is_used_before_it_is_pinned_down
     of the largest gravity torque, is pinned to 10 mm by the first window and to under 3 mm by the
     seventh, never to the tolerance's 2 mm. :meth:`Retargeting.bias_at` uses it, in full,
     from :data:`BIAS_LEAD` sigmas on, and what it leaves then is within three sigmas, a
-    fraction of the bias; below that, and before friction was shown, none."""
+    fraction of the bias; below that, and before friction was shown, none. A bias already
+    in use is kept while it is :data:`BIAS_SIGNIFICANCE` sigmas or more."""
     _, plant = mixed
     model = load_model("dancer")
     torque = model.gravity * float(np.max(model.a_w))
@@ -201,23 +203,28 @@ def test_with_friction_a_bias_many_sigmas_large_is_used_before_it_is_pinned_down
     offset = model.fk(here) - plant.fk(here)
     retarget = Retargeting(model, 0.004, TOL, total_mass=plant.total_mass)
     rng = np.random.default_rng(7)
-    used_from = None
+    used_from, kept_only = None, 0
     for count, (q, tau) in enumerate(windows, start=1):
         retarget.masses.add(q, tau + scatter * rng.standard_normal(3),
                             error=np.full(3, scatter))
         sigma = retarget.masses.com_sigma(here)
-        lead = np.linalg.norm(retarget.masses.bias(here)) >= BIAS_LEAD * sigma
+        ratio = np.linalg.norm(retarget.masses.bias(here)) / sigma
         assert sigma > BIAS_SIGMA * TOL  # never pinned down to the tolerance
+        retarget.task_bias[:] = 0.0  # none in use
         retarget.friction, retarget.friction_test = False, ""
         assert not retarget.bias_at(here).any()  # before friction was shown (or its test)
         retarget.friction, retarget.friction_test = True, "done"
         used = retarget.bias_at(here)
-        assert used.any() == lead
-        if lead:
+        assert used.any() == (ratio >= BIAS_LEAD)
+        if used.any():
             used_from = used_from or count
             assert np.linalg.norm(used - offset) < 3 * sigma
             assert np.linalg.norm(used - offset) < 0.1 * np.linalg.norm(offset)
+        retarget.task_bias = offset.copy()  # one in use: kept from fewer sigmas on
+        assert retarget.bias_at(here).any() == (ratio >= BIAS_SIGNIFICANCE)
+        kept_only += BIAS_SIGNIFICANCE <= ratio < BIAS_LEAD
     assert used_from is not None and used_from < len(windows)  # used, and not at once
+    assert kept_only  # a window whose bias is kept in use but not taken up
     assert np.linalg.norm(offset) > 10 * TOL
 
 

@@ -191,7 +191,9 @@ BIAS_FOLLOW_S = 0.1
 #: pin the centre of mass down to :data:`BIAS_SIGMA` × the tolerance: it leaves about a sigma,
 #: at most a fifth of it, where not using it leaves all of it (the dancer on ``real``, seed
 #: 16: a bias of 36 mm pinned to 4.5 mm by the first dithered window, waiting for 2 mm; its
-#: first two targets ended 22–36 mm off).
+#: first two targets ended 22–36 mm off). A bias in use is kept while it is
+#: :data:`BIAS_SIGNIFICANCE` sigmas or more (seed 15, target 4: the arm 3 mm off where its
+#: estimate was 7.9 mm uncertain up and down, and dropping the 37 mm bias sent it 224 mm off).
 BIAS_LEAD = 5.0
 #: The windows showed friction (:mod:`poise.motion.dither`) when, after at least
 #: :data:`FRICTION_WINDOWS` of them, they disagree with the masses' estimate this many times
@@ -501,7 +503,8 @@ class Retargeting:
         With friction shown, where no direction alone is trusted and only dithered windows
         teach (a few seconds each), a bias of :data:`BIAS_LEAD` sigmas or more is used in
         full before the estimate is pinned down to the tolerance: it leaves about a sigma of
-        error where waiting leaves the whole bias."""
+        error where waiting leaves the whole bias. One in use is kept while it is
+        :data:`BIAS_SIGNIFICANCE` sigmas or more."""
         return self._pinned_bias(q)[0]
 
     def _pinned_bias(self, q: FloatArray) -> tuple[FloatArray, FloatArray | None]:
@@ -511,7 +514,8 @@ class Retargeting:
         covariance = self.masses.com_covariance(q)
         sigma = float(np.sqrt(np.trace(covariance)))
         basis = None
-        if self.friction and sigma > limit and np.linalg.norm(bias) >= BIAS_LEAD * sigma:
+        lead = BIAS_SIGNIFICANCE if self.task_bias.any() else BIAS_LEAD
+        if self.friction and sigma > limit and np.linalg.norm(bias) >= lead * sigma:
             return bias, None  # with friction: a bias many sigmas large leads the tolerance
         if sigma > limit and self.friction_test == "done" and not self.friction:
             basis, sigma = pinned_basis(covariance, limit)
