@@ -331,10 +331,10 @@ def test_on_the_real_plant_dithered_windows_find_the_centre_of_mass_friction_hid
     Undithered (the friction watch off), the resting windows put the estimated centre of
     mass centimetres off the plant's; with the setpoints dithered (the rate gain paused)
     as many windows or fewer (the dither stops where they pin it down) put it within 3 mm,
-    and at least four times closer. (Both at the
-    automatic gains and aiming with the bias where the window rested: the ring watch's
-    raise and the bias followed to where the arm is, which move the hips through the
-    undithered windows and so show part of what the dither does, are off.)"""
+    and at least four times closer. (Both at the automatic gains and aiming with the bias
+    where the window rested: the ring watch's raise and the bias followed to where the arm
+    is, which move the hips through the undithered windows and so show part of what the
+    dither does, are off.)"""
     path, plant = real
     monkeypatch.setattr(ringwatch, "RAISE_FLOOR", math.inf)
     monkeypatch.setattr(step_module, "BIAS_FOLLOW_S", 1e9)  # never in the run

@@ -190,8 +190,8 @@ def test_the_bias_is_used_in_the_directions_the_windows_pin_down(mixed):
 def test_with_friction_a_bias_many_sigmas_large_is_used_before_it_is_pinned_down(mixed):
     """With friction shown, only dithered windows teach the masses, and no direction alone is
     trusted: the ``mixed15`` dancer's bias of 44 mm, its windows' efforts scattered by 0.3 %
-    of the largest gravity torque, is pinned to 10 mm by the first window and to under 3 mm by the
-    seventh, never to the tolerance's 2 mm. :meth:`Retargeting.bias_at` uses it, in full,
+    of the largest gravity torque, is pinned to 10 mm by the first window and to under 3 mm
+    by the seventh, never to the tolerance's 2 mm. :meth:`Retargeting.bias_at` uses it, in full,
     from :data:`BIAS_LEAD` sigmas on, and what it leaves then is within three sigmas, a
     fraction of the bias; below that, and before friction was shown, none. A bias already
     in use is kept while it is :data:`BIAS_SIGNIFICANCE` sigmas or more."""
