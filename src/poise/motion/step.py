@@ -565,7 +565,7 @@ class ControlStep:
         self._holds_seen = self.windup_holds
         r.watch_stall(rows[i], x_meas, stepper.qa, lim.qa_min, lim.qa_max, held or saturated,
                       stepper.x_bar)
-        if saturated or not r.active:
+        if saturated or not r.learning:
             r.reset_window()
             return
         r.rate_gain = p.gamma_z if p.algorithm == "alg2" else p.gamma
