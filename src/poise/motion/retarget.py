@@ -738,7 +738,7 @@ class Retargeting:
                 and norm > THRESHOLD * self.tolerance and self._rounds < ROUNDS
             if not (moved or again):
                 return None
-            if not moved:  # a round more: afresh, on the model, from where the arm rests
+            if not moved:  # a round more: afresh, on the model's held Jacobian at q̄
                 self._rounds += 1
                 self._first = len(self.corrections)
                 self._trust, self._secant, self._before = 1.0, None, None
