@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import wait_until
+from conftest import PATIENT_SETTINGS, wait_until
 from poise.api.state import State
 from poise.controller.config import ConfigError, DeviceConfig, load_config
 from poise.controller.service import Controller
@@ -350,6 +350,7 @@ def test_the_loop_thread_freezes_the_gc_and_asks_for_fifo(sim_device, priority, 
     over = {"mqtt.enabled": (False, "test"), "loop.priority": (priority, "test"),
             "algorithm.target": ([0.5], "test"), "loop.rate": (200.0, "test"),
             "loop.busy_poll": (busy_poll, "test")}
+    over.update({k: (v, "test") for k, v in PATIENT_SETTINGS.items()})  # not about them
     with Controller(load_config(None, over)) as ctl:
         assert ctl.start().accepted, ctl.reason
         assert wait_until(lambda: any(e.data.get("code") == "realtime"

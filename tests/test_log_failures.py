@@ -77,7 +77,9 @@ def test_log_info_export_and_plot_read_a_cut_whose_columns_are_null_only(tmp_pat
     assert contents.truncated and 0 < n < 300
     timing, ik = contents.columns("/timing"), contents.columns("/ik")
     assert timing["latency_us"].dtype == float and np.isnan(timing["latency_us"]).all()
-    assert ik["statics_residual"].dtype == float and len(ik["statics_residual"]) == n
+    # a cut may fall between one cycle's messages (a busy run had 148 /ik rows to 149 /sensors)
+    assert ik["statics_residual"].dtype == float
+    assert len(ik["statics_residual"]) == len(contents.topic("/ik")) in (n - 1, n, n + 1)
     assert cli_main(["log", "info", str(cut)]) == 0
     out = capsys.readouterr().out
     assert "TRUNCATED (cut short" in out and f"{n} cycles" in out and "latency" not in out

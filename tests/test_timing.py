@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import wait_until
+from conftest import PATIENT_SETTINGS, wait_until
 from poise.api.bus import Command
 from poise.api.state import State
 from poise.controller.config import load_config
@@ -82,6 +82,9 @@ def test_no_kernel_compiles_once_a_run_is_under_way(example):
     at start-up: the controller here runs in this process against the virtual device."""
     over = {"loop.rate": (250.0, "t"), "loop.process": ("shared", "t"),
             "mqtt.enabled": (False, "t"), "device.port": ("sim", "t")}
+    # a patient watchdog: a stall on a busy machine must not end the run (what is checked here
+    # is that no kernel compiles, by Numba's own count of signatures)
+    over.update({k: (v, "t") for k, v in PATIENT_SETTINGS.items()})
     ctl = Controller(load_config(resolve_config(example), over))
     try:
         assert ctl.connect().accepted

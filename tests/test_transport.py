@@ -101,12 +101,14 @@ def test_sensor_stream_rate_and_rtt_from_echoed_setpoints(device):
                 link.send_setpoint([0.005, -0.005])
                 last = sample
                 n += 1
-                if n == 100:
+                if n == 200:
                     break
             return link.stats, last
 
     stats, last = run(go())
-    assert 150 < stats.frame_rate_hz < 250  # device streams at 200 Hz
+    # the device streams at 200 Hz: over 1 s, a host stalled ~170 ms (two suites at once on
+    # 2 cores measured 148 Hz over 0.5 s) still counts more than 120
+    assert 120 < stats.frame_rate_hz < 250
     assert last.sensors.status & m.Status.ARMED
     assert last.sensors.last_setpoint_seq != 0
     assert len(stats.rtt) >= 50
