@@ -7,6 +7,7 @@ import io
 import time
 import uuid
 
+from conftest import PATIENT_SETTINGS
 from poise.controller.config import load_config
 from poise.controller.service import Controller
 from poise.telemetry.client import Recorder, forget
@@ -14,7 +15,6 @@ from poise.telemetry.log import controller_log
 from poise.telemetry.mqtt import MqttBridge, MqttConfig
 from poise.telemetry.reader import read_log
 from poise.telemetry.service import attach
-from conftest import PATIENT_SETTINGS
 from test_mqtt import broker_url  # noqa: F401 - the broker fixture
 
 
