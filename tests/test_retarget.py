@@ -172,9 +172,9 @@ def test_no_correction_while_an_actuator_is_held_or_saturated():
         full = r.observe(off, x, plan.qa_goal, 0 if i < r._window // 2 else 1, plan.q_goal)
     assert not full and r._count == r._window - r._window // 2
     r.begin(replace(plan, reachable=False), True)
-    assert r.active and r.ended == ""
+    assert r.active and r.end is None and r.ended == ""
     r.begin(plan, False)  # no reference to measure against
-    assert not r.active and r.ended == "off"
+    assert not r.active and r.end is retarget.End.OFF and r.ended == "off"
 
 
 def test_static_part_ignores_a_sway_at_the_mode():
@@ -350,7 +350,7 @@ def test_a_correction_the_plant_answers_badly_is_retried_with_the_measured_jacob
             first, second = (np.linalg.norm(c.mismatch) for c in corrections[:2])
             assert len(corrections) >= 2 and first == pytest.approx(second)  # from before it
         else:
-            assert "not contracting" in loop.step.retarget.ended
+            assert loop.step.retarget.end is retarget.End.NOT_CONTRACTING, loop.step.retarget.ended
     assert results[0] is None and results[retarget.RETRIES] is not None
 
 
@@ -668,7 +668,7 @@ def test_a_round_more_of_corrections_starts_afresh_a_window_after_they_ended():
     def end() -> None:  # what a correction that did not contract leaves
         r.corrections.append(Correction(0.5, np.array([0.01, 0.0]), np.zeros(model.m), 0.0,
                                         False, 1e-3))
-        r.ended = "not contracting (9 mm after 10 mm)"
+        r._finish(retarget.End.NOT_CONTRACTING, "not contracting (9 mm after 10 mm)")
         r._secant, r._trust, r._before = 5.0 * J, 1.0 / 16.0, plan.qa_goal + 0.01
 
     end()
@@ -676,12 +676,12 @@ def test_a_round_more_of_corrections_starts_afresh_a_window_after_they_ended():
     r.dither = Dither(2 * math.pi, np.full(model.m, 1e-3))  # the plan's, before the end
     r.reset_window()
     below = np.array([0.5 * THRESHOLD * r.tolerance, 0.0])
-    assert window(below) is None and r.ended.startswith("not contracting")
+    assert window(below) is None and r.end is retarget.End.NOT_CONTRACTING
     off = np.array([0.02, 0.0])
     for _ in range(retarget.ROUNDS):
         made = len(r.corrections)
         goal = window(off)
-        assert goal is not None and r.ended == "" and r.active
+        assert goal is not None and r.end is None and r.ended == "" and r.active
         taken = r.corrections[-1]
         assert len(r.corrections) == made + 1
         np.testing.assert_allclose(taken.mismatch, off, atol=1e-12)
@@ -693,6 +693,6 @@ def test_a_round_more_of_corrections_starts_afresh_a_window_after_they_ended():
         # the full trust region: no shorter than the one a fresh plan's first correction has
         assert taken.radius >= retarget.trust_radius(J, off) * (1 - 1e-9)
         end()
-    assert window(off) is None and r.ended.startswith("not contracting")  # no round left
-    r.ended = "stalled at a limit (20 mm left)"
+    assert window(off) is None and r.end is retarget.End.NOT_CONTRACTING  # no round left
+    r._finish(retarget.End.STALLED, "stalled at a limit (20 mm left)")
     assert not r.learning

@@ -15,7 +15,7 @@ from poise.ik.statics import solve_statics
 from poise.models.actuation import blocks, join, split
 from poise.models.registry import load_model
 from poise.motion import springs
-from poise.motion.retarget import THRESHOLD, Retargeting, bounded_correction
+from poise.motion.retarget import THRESHOLD, End, Retargeting, bounded_correction
 from poise.motion.springs import SpringScale
 from poise.sim.named import write_named
 
@@ -224,7 +224,7 @@ def test_a_stall_reports_the_models_offset_at_the_setpoint_now():
     lo, hi = np.asarray(model.qa_min, float), np.asarray(model.qa_max, float)
     for _ in range(r._window):
         r.watch_stall(target, x_meas, plan.qa_goal, lo, hi, True, x_bar)
-    assert r.stalled is not None and r.ended.startswith("stalled")
+    assert r.stalled is not None and r.end is End.STALLED and r.ended.startswith("stalled")
     assert np.allclose(r.stalled, x_bar - x_meas)
 
 

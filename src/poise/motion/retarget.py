@@ -124,6 +124,7 @@ was before.
 
 from __future__ import annotations
 
+import enum
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -250,6 +251,28 @@ STALL_FRACTION = 1.0
 ROUNDS = 2
 
 
+class End(enum.Enum):
+    """Why the corrections of a plan ended (:attr:`Retargeting.end`; the words, with the
+    figures, are :attr:`Retargeting.ended`)."""
+
+    #: Never begun: the plan lacks what they need, or they are switched off.
+    OFF = "off"
+    #: :data:`RETRIES` corrections in a row did not contract (or :data:`MAX_CORRECTIONS`
+    #: were made and the last did not): a round more may follow (:data:`ROUNDS`).
+    NOT_CONTRACTING = "not contracting"
+    #: :data:`MAX_CORRECTIONS` were made: a round more may follow.
+    MADE = "corrections made"
+    #: The limits keep the corrections from the target: the owner re-plans.
+    STALLED = "stalled at a limit"
+    #: The corrected setpoint is past a fold of the model's held configurations.
+    PAST_FOLD = "past a fold"
+
+
+#: The ends after which a resting window whose mismatch still exceeds the threshold starts a
+#: round more of corrections (:data:`ROUNDS`).
+ROUND_AFTER = frozenset({End.NOT_CONTRACTING, End.MADE})
+
+
 @dataclass(frozen=True)
 class Correction:
     """One sampled correction (JSON-ready with :meth:`as_dict`).
@@ -308,7 +331,9 @@ class Retargeting:
         self.corrections: list[Correction] = []
         #: Corrections made over the whole run (all plans).
         self.total = 0
-        #: Why the corrections of the current plan ended ('' while they go on).
+        #: Why the corrections of the current plan ended (None while they go on), and
+        #: :attr:`ended` in words with its figures ('' while they go on).
+        self.end: End | None = None
         self.ended = ""
         #: The live rate gain [1/s] (the owner keeps it current): corrections only while
         #: ``gain × T_d`` < :data:`SLOW_GAIN`.
@@ -381,9 +406,9 @@ class Retargeting:
         slow = plan.slowest_mode() if plan is not None and plan.loop is not None else None
         if not (active and self.enabled and plan is not None
                 and slow is not None and math.isfinite(slow.period)):
-            self.ended = "off"
+            self._finish(End.OFF, "off")
             return
-        self.ended = ""
+        self._finish(None, "")
         damped = slow.damped_period
         self._window = max(1, math.ceil(WINDOW_PERIODS * damped / self.period))
         self._damped_period = damped
@@ -409,7 +434,7 @@ class Retargeting:
         (:class:`~poise.motion.dither.Dither` at the window's time, so it starts from 0 with
         each window and a window holds whole periods of it); None: no dither now."""
         dither = self.dither
-        if dither is None or self._count == 0 or not self._window_dither or self.ended:
+        if dither is None or self._count == 0 or not self._window_dither or self.end is not None:
             return None
         return dither.offset(self._count * self.period)
 
@@ -591,10 +616,14 @@ class Retargeting:
         """The plant's stiffness scale :attr:`springs` measured, where significant; else 0."""
         return self.springs.scale if self.springs.significant else 0.0
 
+    def _finish(self, end: End | None, words: str) -> None:
+        """The corrections end for ``end``, said as ``words`` (None, '': they go on)."""
+        self.end, self.ended = end, words
+
     @property
     def active(self) -> bool:
         """Corrections go on for the current plan."""
-        return self.plan is not None and not self.ended
+        return self.plan is not None and self.end is None
 
     @property
     def learning(self) -> bool:
@@ -603,12 +632,12 @@ class Retargeting:
         Such a window teaches the masses and the friction watch as any undithered one; a new
         task bias it shows (a new aim), or its mismatch above the threshold after corrections
         that did not contract (:data:`ROUNDS`), starts them again (:meth:`correction`)."""
-        return self.watching and not self.ended.startswith("stalled")
+        return self.watching and self.end is not End.STALLED
 
     @property
     def watching(self) -> bool:
         """The current plan is watched (for corrections, or still for a stall)."""
-        return self.plan is not None and self.ended != "off"
+        return self.plan is not None and self.end is not End.OFF
 
     def watch_stall(self, predicted: FloatArray, x_meas: FloatArray, qa: FloatArray,
                     qa_min: FloatArray, qa_max: FloatArray, held: bool,
@@ -625,7 +654,7 @@ class Retargeting:
         what the corrections and the integrator made (from the plan's own end instead, the
         dancer's re-plan undid a correction of 16 cm; without the bias, the dancer on
         ``real`` was re-planned 39 mm off, from 8 mm to 44 mm), and the corrections end."""
-        if self.stalled is not None or self.ended == "off" or self.ended.startswith("stalled"):
+        if self.stalled is not None or self.end in (End.OFF, End.STALLED):
             return
         span = qa_max - qa_min
         margin = 2 * LIMIT_MARGIN * np.where(np.isfinite(span), span, 0.0)
@@ -642,7 +671,7 @@ class Retargeting:
         self._stall_sum += x_bar - x_meas
         if self._stall_count >= self._window and norm > 0.5 * self._stall_first:
             self.stalled = self._stall_sum / self._stall_count + self.task_bias
-            self.ended = f"stalled at a limit ({norm * 1e3:.2g} mm)"
+            self._finish(End.STALLED, f"stalled at a limit ({norm * 1e3:.2g} mm)")
             self._stall_count = 0
 
     def reset_window(self) -> None:
@@ -660,7 +689,7 @@ class Retargeting:
             self._clear()
         self._holds = holds
         i = self._count
-        if i == 0 and self.ended:  # a window after the end: never dithered
+        if i == 0 and self.end is not None:  # a window after the end: never dithered
             self._window_dither = 0.0
         np.subtract(predicted, x_meas, out=self._m[i])
         self._qa[i] = qa
@@ -733,9 +762,9 @@ class Retargeting:
         mismatch = mismatch + shift
         moved = float(np.linalg.norm(shift)) > THRESHOLD * self.tolerance
         norm = float(np.linalg.norm(mismatch))
-        if self.ended:  # a window after the end: a new aim, or a round more, starts again
-            again = self.ended.startswith(("not contracting", f"{MAX_CORRECTIONS} corr")) \
-                and norm > THRESHOLD * self.tolerance and self._rounds < ROUNDS
+        if self.end is not None:  # a window after the end: a new aim, or a round more
+            again = self.end in ROUND_AFTER and norm > THRESHOLD * self.tolerance \
+                and self._rounds < ROUNDS
             if not (moved or again):
                 return None
             if not moved:  # a round more: afresh, on the model's held Jacobian at q̄
@@ -743,7 +772,8 @@ class Retargeting:
                 self._first = len(self.corrections)
                 self._trust, self._secant, self._before = 1.0, None, None
                 J = held_jacobian(blocks(self.model, q_bar))
-            self.ended, self._failed = "", 0
+            self._finish(None, "")
+            self._failed = 0
         if norm > THRESHOLD * self.tolerance:
             self.springs.add(resting)
         plant = self.plant if self._secant is None else None
@@ -772,11 +802,10 @@ class Retargeting:
             self._trust /= TRUST_GROWTH
             self._failed += 1
             if self._failed > RETRIES or len(self.corrections) - self._first >= MAX_CORRECTIONS:
-                self.ended = f"not contracting ({norm * 1e3:.2g} mm after {before * 1e3:.2g} mm)"
-                if norm > before and self._before is not None:  # worse: undone
-                    self.ended += ", undone"
-                    return self._before
-                return None
+                undone = norm > before and self._before is not None  # worse: undone
+                self._finish(End.NOT_CONTRACTING, f"not contracting ({norm * 1e3:.2g} mm "
+                             f"after {before * 1e3:.2g} mm){', undone' if undone else ''}")
+                return self._before if undone else None
             if norm > before and self._before is not None:
                 # worse: again from where it was, with the measured Jacobian
                 assert last is not None
@@ -784,7 +813,7 @@ class Retargeting:
         else:
             self._failed = 0
         if len(self.corrections) - self._first >= MAX_CORRECTIONS:
-            self.ended = f"{MAX_CORRECTIONS} corrections made"
+            self._finish(End.MADE, f"{MAX_CORRECTIONS} corrections made")
             return None
         span = np.asarray(qa_max, float) - np.asarray(qa_min, float)
         margin = LIMIT_MARGIN * np.where(np.isfinite(span), span, 0.0)
@@ -814,12 +843,13 @@ class Retargeting:
             # from the plant at the setpoint now, as :meth:`watch_stall` gives it)
             self.stalled = answer + np.asarray(self.model.fk(q_bar), dtype=float) \
                 - self._predicted + self.task_bias
-            self.ended = f"stalled at a limit ({residual * 1e3:.2g} mm left)"
+            self._finish(End.STALLED, f"stalled at a limit ({residual * 1e3:.2g} mm left)")
             return None
         if not np.any(delta):
             return start if retry else None
         if not self._holds_stably(q_bar, start + delta):
-            self.ended = "the corrected setpoint is past a fold of the model's held configurations"
+            self._finish(End.PAST_FOLD, "the corrected setpoint is past a fold of the "
+                         "model's held configurations")
             return None
         return start + delta
 

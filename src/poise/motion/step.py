@@ -31,7 +31,7 @@ from poise.motion.options import MotionOptions
 from poise.motion.params import LiveParams
 from poise.motion.planner import TargetPlan, approach_move, approach_speed
 from poise.motion.plantmap import SpringsErrorMap
-from poise.motion.retarget import BIAS_FOLLOW_S, Retargeting
+from poise.motion.retarget import BIAS_FOLLOW_S, End, Retargeting
 from poise.motion.ringwatch import RingWatch
 from poise.motion.safety import SafetyLimits, all_finite, limit_setpoint
 from poise.motion.shaping import ShapedMove
@@ -348,7 +348,7 @@ class ControlStep:
         if self._bias is not None and len(rows):  # the model's task where the plant's is
             self._aim_rows = self._aim_rows + self._bias
         if self.retarget is not None and self.retarget.plan is plan and \
-                self.retarget.ended == "off":
+                self.retarget.end is End.OFF:
             self._begin_retarget()
         return True
 
