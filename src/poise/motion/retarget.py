@@ -1070,7 +1070,7 @@ def trust_damping(J: FloatArray, mismatch: FloatArray, radius: float) -> float:
     return math.exp(hi)
 
 
-__all__ = ["CONTRACTION", "MAX_CORRECTIONS", "RETRIES", "SLOW_GAIN", "THRESHOLD", "TRUST_GOOD",
-           "TRUST_GROWTH", "TRUST_MISS", "Correction", "Retargeting", "bounded_correction",
-           "pinned_basis", "reduction_ratio", "secant_update", "static_part",
-           "trust_damping", "trust_radius"]
+__all__ = ["CONTRACTION", "MAX_CORRECTIONS", "RETRIES", "ROUND_AFTER", "SLOW_GAIN", "THRESHOLD",
+           "TRUST_GOOD", "TRUST_GROWTH", "TRUST_MISS", "Correction", "End", "Retargeting",
+           "bounded_correction", "pinned_basis", "reduction_ratio", "secant_update",
+           "static_part", "trust_damping", "trust_radius"]
