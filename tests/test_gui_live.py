@@ -25,6 +25,7 @@ import uuid
 import pytest
 from pytestqt.exceptions import TimeoutError as QtTimeout
 
+from conftest import PATIENT_SETTINGS
 from poise.gui.app import application
 from poise.gui.client import MqttLink
 from poise.gui.window import DashboardWindow
@@ -141,18 +142,18 @@ def dashboard(qtbot, broker):
 #: (``[device] port``) and its telemetry (:func:`poise.telemetry.service.attach`: the MQTT bridge).
 #: Unlike the timed ``poise run`` demo it stays up after an e-stop, so the latch and the refusals
 #: can be seen. Arguments: broker URL, robot id, model, device port, loop rate [Hz]. The
-#: device watchdog and sensor timeout are patient (as ``conftest.PATIENT_SETTINGS``): these
+#: device watchdog and sensor timeout are patient (``conftest.PATIENT_SETTINGS``): these
 #: tests are not about them, and a clean-clone CI run on 2 cores faulted the drag test with
 #: "no setpoint reached the device for 101 ms" while a sibling test compiled kernels.
-SERVICE = """
+SERVICE = f"PATIENT = {PATIENT_SETTINGS!r}\n" + """
 import sys
 from poise.controller import Controller, load_config
 from poise.telemetry.service import attach
 url, robot, model, port, rate = sys.argv[1:6]
 overrides = {"mqtt.url": (url, "test"), "mqtt.robot_id": (robot, "test"),
              "model.name": (model, "test"), "device.port": (port, "test"),
-             "loop.rate": (float(rate), "test"), "device.watchdog_ms": (2000, "test"),
-             "limits.sensor_fault": (5.0, "test")}
+             "loop.rate": (float(rate), "test")}
+overrides.update({key: (value, "test") for key, value in PATIENT.items()})
 if model == "double_pendulum":
     overrides["algorithm.target"] = ([0.5], "test")
 controller = Controller(load_config(None, overrides))
