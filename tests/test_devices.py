@@ -327,7 +327,7 @@ def test_calibrate_runs_over_the_bus_and_board(bus_and_board, tmp_path):
 
 
 @pytest.mark.parametrize("compiled", [True, False])
-def test_the_cycle_runs_on_the_kernels_warmed_up_before_ready(sim_device, compiled):
+def test_the_cycle_runs_on_the_kernels_warmed_up_before_ready(compiled):
     from poise.motion.compiled_steppers import CompiledStepper
 
     over = {"mqtt.enabled": (False, "test"), "loop.compiled": (compiled, "test"),
@@ -346,7 +346,7 @@ def test_the_cycle_runs_on_the_kernels_warmed_up_before_ready(sim_device, compil
 
 
 @pytest.mark.parametrize(("priority", "busy_poll"), [(0, True), (10, False)])  # no FIFO spinner
-def test_the_loop_thread_freezes_the_gc_and_asks_for_fifo(sim_device, priority, busy_poll):
+def test_the_loop_thread_freezes_the_gc_and_asks_for_fifo(priority, busy_poll):
     over = {"mqtt.enabled": (False, "test"), "loop.priority": (priority, "test"),
             "algorithm.target": ([0.5], "test"), "loop.rate": (200.0, "test"),
             "loop.busy_poll": (busy_poll, "test")}
