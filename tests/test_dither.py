@@ -32,7 +32,7 @@ from poise.motion.dither import (
     dither_for,
     dither_frequency,
 )
-from poise.motion.masses import MassEstimate
+from poise.motion.masses import EFFORT_SIGMA, PASSIVE_FRICTION, MassEstimate
 from poise.motion.retarget import (
     BIAS_SIGMA,
     DITHER_PIN,
@@ -295,6 +295,9 @@ def test_efforts_left_elsewhere_when_a_dither_stops_are_friction():
         assert r.friction is friction is (moved > FRICTION_TEST), moved
         # with friction only the dithered window stays; without, all four count
         assert r.masses.windows == (1 if friction else 4)
+        # ... and with friction the passive joint's equation allows for its own
+        assert r.masses.passive_floor == pytest.approx(
+            PASSIVE_FRICTION * r.masses.effort_floor / EFFORT_SIGMA if friction else floor)
 
 
 @pytest.fixture(scope="module")

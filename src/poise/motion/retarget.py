@@ -484,8 +484,7 @@ class Retargeting:
         if self.friction_test == "dithered":
             self.friction_test = "done"
             if self._left_by_friction(efforts, effort_errors[1]):
-                self.friction = True
-                self.masses.restart()
+                self._friction_shown()
                 self.masses.add(*self._test_window)
                 return
         self.masses.add(q, efforts, rate, effort_errors[0], q_errors[0])
@@ -517,8 +516,14 @@ class Retargeting:
         if self.friction or probe.windows < FRICTION_WINDOWS or \
                 probe.scatter() <= FRICTION_SCATTER:
             return
+        self._friction_shown()
+
+    def _friction_shown(self) -> None:
+        """The windows showed friction: the estimate of the masses starts again, from
+        dithered windows only, with the passive joints' friction allowed for
+        (:meth:`MassEstimate.restart <poise.motion.masses.MassEstimate.restart>`)."""
         self.friction = True
-        self.masses.restart()
+        self.masses.restart(friction=True)
 
     def bias_at(self, q: FloatArray) -> FloatArray:
         """The task bias at ``q`` (:meth:`MassEstimate.bias <poise.motion.masses.
