@@ -146,9 +146,10 @@ def test_with_friction_shown_the_passive_joints_unseen_friction_is_allowed_for(m
     """``real``'s pointe (passive) holds up to 2.1 N·m of friction at rest (its breakaway),
     which no effort measures: its equation is off by that much, window by window. Trusted
     to the effort floor (0.43 N·m), ten such windows on ``mixed15`` leave the estimated
-    centre of mass 0.25–1.5 mm off; once friction was shown (:meth:`MassEstimate.restart`
+    centre of mass 0.3–1.2 mm off; once friction was shown (:meth:`MassEstimate.restart`
     with ``friction``) the equation counts with :data:`PASSIVE_FRICTION` × the largest
-    gravity torque (2.2 N·m) and the actuators' exact efforts pin it to a tenth of that.
+    gravity torque (2.2 N·m) and the actuators' exact efforts pin it at least five times
+    closer (0.01–0.1 mm).
     The allowance stays for later restarts."""
     _, plant = mixed
     model = load_model("dancer")
