@@ -11,6 +11,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from conftest import PATIENT_SETTINGS
 from poise.api.bus import Command
 from poise.api.state import State
 from poise.controller.config import load_config
@@ -30,9 +31,12 @@ def _config(dev_path: str, **extra):
     over = {"device.port": (dev_path, "test"), "mqtt.enabled": (False, "test"),
             "loop.mode": ("fb", "test"), "algorithm.target": (None, "test"),
             "loop.process": ("shared", "test"),
-            # as the other end-to-end tests: on a loaded machine the simulator behind the
-            # pty can go 100 ms without reading (a device watchdog fault in CI, 2026-12-04)
-            "device.watchdog_ms": (400, "test"),
+            # not about the watchdog or the sensor timeout (conftest.PATIENT_SETTINGS): on a
+            # loaded machine the simulator behind the pty went 100 ms without reading (a
+            # device watchdog fault in CI, 2026-12-04), and with two suites and simulations
+            # at once (load 15 on 2 cores) 0.503 s without a sensor frame, which the default
+            # 0.5 s limits.sensor_fault latched as a fault (2026-12-07)
+            **{k: (v, "test") for k, v in PATIENT_SETTINGS.items()},
             **{k: (v, "test") for k, v in extra.items()}}
     return load_config(EXAMPLES_DIR / "dancer.toml", over)
 
