@@ -56,6 +56,11 @@ PROCESSES = ("own", "shared")
 #: Input shapers of the moves to a target (``[loop] shaper``, :func:`poise.motion.shaping.
 #: shaper_for`): chosen from the modes' damping, or one kind for the slowest mode, or none.
 SHAPERS = ("auto", "zv", "zvd", "zvdd", "off")
+#: When the balance controller by state feedback holds a centre-of-mass target on passive
+#: joints in fb (``[loop] balance``, :mod:`poise.motion.balance`): ``auto`` once the resting
+#: windows showed friction and the masses' estimate pins the centre of mass, ``on`` at
+#: every target, ``off`` never.
+BALANCE_MODES = ("auto", "on", "off")
 #: Modes with a damping ratio below this are lightly damped: the slowest gets a ZVDD shaper
 #: (the soft arms, ζ ≈ 0.05–0.09, ring for many periods). Above it a ZV shaper, half a damped
 #: period instead of 1.5: the double pendulum (ζ 0.22) then reaches the demo's target within
@@ -265,6 +270,7 @@ def check_reference(value: Any, task_dim: int | None, reach: float | None = None
 __all__ = [
     "ALGORITHMS",
     "AUTO",
+    "BALANCE_MODES",
     "COMMAND_NAMES",
     "DYNAMIXEL_PREFIX",
     "GAIN_KEYS",

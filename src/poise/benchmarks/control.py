@@ -204,6 +204,8 @@ def run_case(name: str, mode: str, algorithm: str, targets: Sequence[FloatArray]
             # error maps feedback used where the plant's measured springs reversed the
             # model's answer, and the cycles that used one (fb, poise.motion.plantmap)
             "springs_maps": loop.step.springs_maps,
+            # the balance controller by state feedback (fb, poise.motion.balance)
+            "balance": loop.step.balance.summary() if loop.step.balance is not None else None,
             "plant_differs": loop.plant.differences,
             "calibration": calibration,
             "rate_hz": loop.config.loop.rate,

@@ -10,7 +10,8 @@ Layout (every table and key optional; the defaults are the embedded ``poise run`
     [algorithm]   name, update, gamma, gamma_z, gamma_e, damping, target, tolerance
     [loop]        rate, mode ("ff" | "fb"), pacing ("device" | "host"), effort_feedforward,
                   shaper, gain_uncertainty, follow_model, choose_move, targets,
-                  live_targets, replan_on_stall, ring_watch, plan_budget, switch_interval,
+                  live_targets, replan_on_stall, ring_watch, balance, plan_budget,
+                  switch_interval,
                   compiled, priority, process ("own" | "shared"), busy_poll, wire, cpu
     [limits]      qa_min, qa_max, qa_rate, qa_accel, sensor_hold, sensor_fault
     [mqtt]        enabled, url, robot_id, username, password, tls, ca_file, joint_states_hz
@@ -118,6 +119,7 @@ def _loop(t: TableReader) -> LoopConfig:
         targets=t.get("targets"),
         live_targets=t.get("live_targets"), plan_budget=t.get("plan_budget"),
         replan_on_stall=t.get("replan_on_stall"), ring_watch=t.get("ring_watch"),
+        balance=t.get("balance"),
         switch_interval=t.get("switch_interval"),
         compiled=t.get("compiled"),
         priority=t.get("priority"), process=t.get("process"),

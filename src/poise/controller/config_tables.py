@@ -17,6 +17,7 @@ from poise.api.mqtt_config import MqttConfig
 from poise.api.rules import (
     ALGORITHMS,
     AUTO,
+    BALANCE_MODES,
     DEFAULT_LOOP_PRIORITY,
     GAIN_UNCERTAINTY,
     MAX_DAMPING,
@@ -146,6 +147,14 @@ class LoopConfig:
         "until the next target (gain_stopped); a static error above 1.5 × the tolerance that "
         "feedback barely moves (a window's mean > 0.8 × the one before, its swing below the "
         "tolerance) doubles them, up to 2 × (gain_raised); false: off")
+    balance: str = setting(
+        "auto", "string", "fb, a centre-of-mass task on passive joints (the dancer): once a "
+        "move has arrived within 20 mm, a balance controller by state feedback (LQR on the "
+        "model linearised where it starts, the passive joints estimated by a Kalman filter) "
+        "holds the target in place of the IK, and gives up to it 40 mm off or at a position "
+        "limit (poise.motion.balance); auto: once the resting windows showed friction and "
+        "the masses' estimate pins the centre of mass down to the tolerance; on: at every "
+        "target; off: never", choices=BALANCE_MODES)
     plan_budget: float = setting(
         5.0, "number", "how long the background part of a target answered at once may take "
         "[s]: later, its predicted response is dropped (the gains at the new target are still "

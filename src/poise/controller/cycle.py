@@ -212,7 +212,7 @@ class Cycle:
         switch, the reference stepper, the link down, a dither of the setpoints: the
         compiled call sends the IK's own)."""
         if self.sm.state is not State.RUNNING or self.holding or self.reset_pending or \
-                not self.target_set or self.step.dithering:
+                not self.target_set or self.step.dithering or self.step.balancing:
             return None
         p, stepper = self.params, self.step.stepper
         if stepper is None or stepper.name != p.algorithm or not hasattr(stepper, "wire"):
@@ -231,7 +231,7 @@ class Cycle:
         step = self.step
         if self.sm.state is not State.RUNNING or self.params is not p or self.holding or \
                 step.stepper is not stepper or read.host_time <= self.armed_at or \
-                step.dithering:
+                step.dithering or step.balancing:
             return False
         start = wire.newest(read)
         if start < 0:

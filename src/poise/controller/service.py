@@ -133,6 +133,7 @@ class Controller(ControllerFace):
                                 shaper=config.loop.shaper,
                                 tolerance=config.algorithm.tolerance,
                                 ring_watch=config.loop.ring_watch,
+                                balance=config.loop.balance,
                                 total_mass=config.model.total_mass)
         #: Streams and trajectories run on the wall clock (the device sets the loop's pace).
         self.step.clock = time.monotonic

@@ -77,6 +77,7 @@ class SimulatedLoop:
                                 stepper_factory=factory, delay=0, shaper=config.loop.shaper,
                                 tolerance=config.algorithm.tolerance,
                                 ring_watch=config.loop.ring_watch,
+                                balance=config.loop.balance,
                                 total_mass=config.model.total_mass)
         #: Plans each target as the service does (no delay, as the step).
         self.planner = MotionPlanner(m, self.limits, MotionOptions.from_config(config, delay=0),

@@ -83,7 +83,8 @@ def feedback_summary(ctl: Controller) -> dict[str, Any]:
     ``rings`` over the run) and ``retarget``, the sampled corrections of the current plan
     (:mod:`poise.motion.retarget`), with ``springs_maps``, the error maps its measured
     springs called for (:mod:`poise.motion.plantmap`); ``sway``, the plant's sway after moves
-    and the detuning of its modes it showed (:mod:`poise.motion.sway`); ``{}`` without any
+    and the detuning of its modes it showed (:mod:`poise.motion.sway`); ``balance``, the
+    balance controller by state feedback (:mod:`poise.motion.balance`); ``{}`` without any
     (no tolerance set)."""
     step, p = ctl.step, ctl.cycle.params
     out: dict[str, Any] = {}
@@ -97,6 +98,8 @@ def feedback_summary(ctl: Controller) -> dict[str, Any]:
         out["springs_maps"] = step.springs_maps
     if step.sway is not None:
         out["sway"] = step.sway.summary()
+    if step.balance is not None:
+        out["balance"] = step.balance.summary()
     return out
 
 

@@ -26,12 +26,13 @@ import numpy as np
 
 from poise.models.actuation import join, split
 from poise.models.base import FloatArray, MechanicalModel
+from poise.motion.balance import ENGAGE_RADIUS, BalanceController, balances
 from poise.motion.motion_planner import MotionPlanner, MotionState
 from poise.motion.options import MotionOptions
 from poise.motion.params import LiveParams
 from poise.motion.planner import TargetPlan, approach_move, approach_speed
 from poise.motion.plantmap import SpringsErrorMap
-from poise.motion.retarget import BIAS_FOLLOW_S, End, Retargeting
+from poise.motion.retarget import BIAS_FOLLOW_S, BIAS_SIGMA, End, Retargeting
 from poise.motion.ringwatch import RingWatch
 from poise.motion.safety import SafetyLimits, all_finite, limit_setpoint
 from poise.motion.shaping import ShapedMove
@@ -145,13 +146,17 @@ class ControlStep:
         total_mass: the robot's weighed total mass [kg] for the estimate of its masses
             where its task is its centre of mass (:mod:`poise.motion.masses`; None: the
             model's).
+        balance: when the balance controller holds a centre-of-mass target on passive
+            joints (``[loop] balance``, :data:`~poise.api.rules.BALANCE_MODES`;
+            :meth:`_engage_balance`).
     """
 
     def __init__(self, model: MechanicalModel, limits: SafetyLimits, period: float, *,
                  effort_feedforward: bool = True,
                  stepper_factory: Callable[[str, MechanicalModel], Stepper] = make_stepper,
                  delay: int = 1, shaper: str = "auto", tolerance: float | None = None,
-                 ring_watch: bool = True, total_mass: float | None = None) -> None:
+                 ring_watch: bool = True, total_mass: float | None = None,
+                 balance: str = "auto") -> None:
         self.model = model
         self.limits = limits
         self.period = period
@@ -231,6 +236,17 @@ class ControlStep:
         self._plant_map = SpringsErrorMap(model, period)
         self._scaled: tuple[LiveParams | None, tuple[float, bool], LiveParams | None] = \
             (None, (1.0, False), None)
+        #: The balance controller by state feedback (:mod:`poise.motion.balance`), which
+        #: holds a plan's target in feedback once the resting windows showed friction,
+        #: for a centre-of-mass task on passive joints; None: not such a task, or no
+        #: re-targeting.
+        self.balance: BalanceController | None = BalanceController(model, period) \
+            if tolerance is not None and balance != "off" and balances(model) else None
+        self._balance_always = balance == "on"
+        self._balance_left: TargetPlan | None = None  # the plan it gave up on
+        #: The balance controller starts after this cycle (:meth:`look_ahead`): the plan,
+        #: the measured q and the aim (None: not).
+        self._balance_due: tuple[TargetPlan, FloatArray, FloatArray] | None = None
 
     def make_plan(self, target: FloatArray, q_measured: FloatArray | None,
                   tol: float, params: LiveParams | None = None) -> TargetPlan:
@@ -586,7 +602,7 @@ class ControlStep:
         goal = r.correction(stepper.q_bar, stepper.qa, self._move_cycle * self.period,
                             lim.qa_min, lim.qa_max)
         self._carry_bias(r.task_bias)
-        if goal is None:
+        if goal is None or self.balancing:
             return
         speed = plan.speed * approach_speed(lim.qa_min, lim.qa_max, lim.qa_rate)
         known = self.sway is not None and self.sway.evidence > 0
@@ -677,15 +693,17 @@ class ControlStep:
         window that closed this cycle (:meth:`MoveSway.conclude
         <poise.motion.sway.MoveSway.conclude>`, once per move), and sampled re-targeting's
         correction of a window that closed (:meth:`_correction_move`): a correction move
-        made here starts at the next cycle, as one made in the cycle did; and the error map
+        made here starts at the next cycle, as one made in the cycle did; the error map
         for the plant's measured springs, where a cycle asked for it
-        (:mod:`poise.motion.plantmap`)."""
+        (:mod:`poise.motion.plantmap`); and the balance controller's designs
+        (:meth:`_balance_designs`)."""
         if self.sway is not None:
             self.sway.conclude()
         if self._correct:
             self._correction_move()
         if self._plant_map.due and self.stepper is not None:
             self._plant_map.refresh(self.stepper.q_bar)
+        self._balance_designs()
         move, goal = self.move, self.goal
         if move is None or goal is None or self._move_goal is not goal:
             self._ahead = None
@@ -774,8 +792,10 @@ class ControlStep:
 
     def reset(self, q: FloatArray, algorithm: str) -> None:
         """Bumpless (re)start from the measured configuration ``q`` (a followed reference
-        ends)."""
+        ends, and so does the balance controller)."""
         self.following = None
+        if self.balance is not None:
+            self.balance.stop()
         stepper = self.stepper_factory(algorithm, self.model)
         stepper.reset(np.asarray(q, dtype=float), self.limits.qa_min, self.limits.qa_max)
         self.stepper = stepper
@@ -801,6 +821,8 @@ class ControlStep:
             self.stepper = stepper = new
         assert stepper is not None
         fb = p.mode == "fb"
+        if self._engage_balance(p, fb, q, stepper):
+            return self._balance_cycle(stepper, q, p, saturated, efforts)
         if fb and self.goal is None and stepper.name == "alg2":
             self._rebranch(stepper, q)
         if hasattr(stepper, "cycle"):  # compiled: the whole chain below in one kernel call
@@ -827,6 +849,86 @@ class ControlStep:
             raise StepFault(f"non-finite setpoint ({p.algorithm})")
         return StepOutput(self._dithered(stepper.qa), tau, x_used, x_meas, stepper.q_bar,
                           stepper.residual, switched)
+
+    def _engage_balance(self, p: LiveParams, fb: bool, q: FloatArray, stepper: Stepper
+                        ) -> bool:
+        """Whether the balance controller (:mod:`poise.motion.balance`) takes this cycle:
+        in feedback with a held algorithm, resting on the current plan (its move arrived,
+        no reference followed, ``p`` aiming at its target) and not given up on it; with
+        ``balance = "auto"`` once the resting windows showed friction. It is started
+        (bumpless, from the IK's setpoint, after the cycle: :meth:`_balance_designs`) where
+        the task is within :data:`~poise.motion.balance.ENGAGE_RADIUS` of its aim (and with
+        ``"auto"`` the masses' estimate pins the centre of mass down to the tolerance), and
+        stops when this no longer holds; its aim is the plan's target plus the task bias
+        (:mod:`poise.motion.masses`)."""
+        balance, r, plan = self.balance, self.retarget, self.plan
+        if balance is None:
+            return False
+        always = self._balance_always
+        want = (fb and r is not None and (r.friction or always) and plan is not None
+                and r.plan is plan and p.algorithm in ("alg1", "alg2")
+                and plan is not self._balance_left and self._settled_on_plan(p))
+        if not want:
+            if balance.active:
+                balance.stop()
+            return False
+        assert plan is not None
+        aim = self._serving(plan) if self._bias is None else self._serving(plan) + self._bias
+        if not balance.active:
+            if float(np.linalg.norm(self.model.fk(q) - aim)) <= ENGAGE_RADIUS and \
+                    (always or r.masses.com_sigma(q) <= BIAS_SIGMA * r.tolerance):
+                self._balance_due = (plan, np.array(q, dtype=float), aim)  # look_ahead
+            return False
+        balance.retarget(aim)
+        return True
+
+    def _balance_cycle(self, stepper: Stepper, q: FloatArray, p: LiveParams,
+                       saturated: bool, efforts: Any) -> StepOutput:
+        """One cycle of the balance controller: its setpoint through the safety layer,
+        q̄ made consistent with it, and sampled re-targeting's watch (its windows go on
+        learning the masses; their corrections are not moved, :meth:`_correction_move`)."""
+        balance = self.balance
+        assert balance is not None
+        self._cycles += 1
+        self._move_cycle += 1
+        x_meas = self.model.fk(q)
+        proposed = balance.cycle(q)
+        if proposed is None:  # gave up: the IK holds this plan from now on
+            self._balance_left = self.plan
+            self._cycles -= 1
+            self._move_cycle -= 1
+            return self.update(q, p, saturated, efforts)
+        safe = limit_setpoint(self.limits, stepper.qa, proposed, self.period)[0]
+        stepper.commit(safe)
+        if not np.array_equal(stepper.qa, safe):  # held at a fold of the model's held set
+            stepper.reset(join(self.model, safe, split(self.model, q)[1]), self.limits.qa_min,
+                          self.limits.qa_max)
+        balance.hold(stepper.qa)
+        self._retarget_cycle(p, x_meas, True, saturated, q, efforts)
+        tau = stepper.tau if self.effort_feedforward else None
+        if not all_finite(stepper.qa, tau, stepper.q_bar):
+            raise StepFault(f"non-finite setpoint (balance, {p.algorithm})")
+        return StepOutput(stepper.qa, tau, x_meas, x_meas, stepper.q_bar, stepper.residual)
+
+    def _balance_designs(self) -> None:
+        """The balance controller's designs (a few milliseconds each: after the cycle's
+        setpoint went out, from :meth:`look_ahead`): its start where a cycle found it due,
+        from this cycle's setpoint, and a design made again where its cycle asked."""
+        balance, due, stepper = self.balance, self._balance_due, self.stepper
+        self._balance_due = None
+        if balance is None or stepper is None:
+            return
+        if due is not None and not balance.active and due[0] is self.plan and \
+                self.goal is None:
+            balance.start(due[1], stepper.qa, due[2], self.limits)
+        elif balance.active:
+            balance.refresh()
+
+    @property
+    def balancing(self) -> bool:
+        """Whether the balance controller holds the target now (the compiled wire path
+        steps aside, as for a dither)."""
+        return self.balance is not None and self.balance.active
 
     def _rebranch(self, stepper: Stepper, q: FloatArray) -> None:
         """Algorithm 2 integrates its own ``q̄u`` (statics solved online); through a fold of
@@ -863,7 +965,8 @@ class ControlStep:
         (:meth:`backed_off`) and the compiled wire path, which encodes the IK's ``qa``,
         steps aside (:meth:`wire_cycle`)."""
         r = self.retarget
-        return r is not None and r.dithering and self.goal is None and self.following is None
+        return r is not None and r.dithering and self.goal is None and self.following is None \
+            and not self.balancing
 
 
 __all__ = ["ControlStep", "StepFault", "StepOutput", "stepper_factory"]
