@@ -196,17 +196,21 @@ def test_the_loop_hands_each_target_to_the_balance_controller_which_holds_it(tmp
     assert balance is not None
     for target in targets:
         loop.set_target(np.asarray(target, dtype=float))
-        errors, engaged, qa_prev, peak = [], [], None, 0.0
+        errors, engaged, aside, qa_prev, peak = [], [], [], None, 0.0
         for _ in range(round(20.0 / loop.period)):
             out = loop.cycle()
             errors.append(float(np.linalg.norm(truth.fk(loop.plant.q) - target)))
             engaged.append(loop.step.balancing)
+            aside.append(loop.step.steps_aside)
             if qa_prev is not None and engaged[-1]:
                 peak = max(peak, float(np.max(np.abs(out.qa - qa_prev))) / loop.period)
             qa_prev = np.array(out.qa, dtype=float)
         assert engaged[-1] and balance.gave_up == ""
         first = engaged.index(True)
         assert not any(engaged[:first]) and all(engaged[first:])  # once, after the move
+        # the service's compiled wire path leaves the cycles to it from the one that starts
+        # it (the wire path runs the IK alone)
+        assert aside[first - 1] and all(aside[first:])
         assert max(errors[-round(5.0 / loop.period):]) < 1.5e-3
         assert peak <= float(np.max(loop.limits.qa_rate)) + 1e-9
     totals = balance.summary()["totals"]
@@ -234,3 +238,17 @@ def test_a_redesign_on_the_way_is_bumpless(tmp_path):
         plant.step(PERIOD)
     assert redesigns >= 2 and controller.designs == redesigns + 1
     assert np.linalg.norm(truth.fk(plant.q) - aim) < 5e-4
+
+
+def test_the_kernels_the_balance_controller_calls_are_loaded_before_the_loop_runs():
+    """Its setpoints go through the compiled stepper's step-by-step commit, which the
+    one-call cycle does not use: for a model it balances, the warm-up loads it (its first
+    call from the cache took 36 ms, an overrun of the dancer's 4 ms period); for others
+    the warm-up stays the cycle's alone."""
+    from poise.motion.step import stepper_factory
+
+    report = stepper_factory(load_model("dancer"))[1]
+    assert report is not None
+    assert {"commit alg1", "commit alg2"} <= set(report.kernels)
+    other = stepper_factory(load_model("double_pendulum"))[1]
+    assert other is not None and not any(name.startswith("commit") for name in other.kernels)

@@ -209,10 +209,10 @@ class Cycle:
         """Before the read: what the wire path needs that does not depend on it (the
         parameters, the stepper, its buffers, the setpoint's sequence number), or None when
         the next cycle is the ordinary one's (not running, holding, just armed, an algorithm
-        switch, the reference stepper, the link down, a dither of the setpoints: the
-        compiled call sends the IK's own)."""
+        switch, the reference stepper, the link down, a dither of the setpoints or the balance
+        controller: the compiled call sends the IK's own; ``ControlStep.steps_aside``)."""
         if self.sm.state is not State.RUNNING or self.holding or self.reset_pending or \
-                not self.target_set or self.step.dithering or self.step.balancing:
+                not self.target_set or self.step.steps_aside:
             return None
         p, stepper = self.params, self.step.stepper
         if stepper is None or stepper.name != p.algorithm or not hasattr(stepper, "wire"):
@@ -231,7 +231,7 @@ class Cycle:
         step = self.step
         if self.sm.state is not State.RUNNING or self.params is not p or self.holding or \
                 step.stepper is not stepper or read.host_time <= self.armed_at or \
-                step.dithering or step.balancing:
+                step.steps_aside:
             return False
         start = wire.newest(read)
         if start < 0:

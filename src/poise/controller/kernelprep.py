@@ -60,7 +60,10 @@ def kernel_steps(ctl: Controller, packed: PackedModel | None) -> list[WarmUpStep
 
     cfg = ctl.config.device
     simulator = cfg.port == "sim" and cfg.protocol == "poise" and ctl._launched is None
-    todo += warm_up_steps(packed, dynamics=simulator, stepwise=False)
+    # the step-by-step commit too where the balance controller may run (its first cycle
+    # loaded it from the cache: 36 ms, an overrun of the dancer's 4 ms period)
+    stepwise = ctl.step.balance is not None
+    todo += warm_up_steps(packed, dynamics=simulator, stepwise=stepwise)
     if simulator or predicts(ctl.model, MotionOptions.from_config(ctl.config)):
         model = ctl.model
 

@@ -61,7 +61,9 @@ def stepper_factory(model: MechanicalModel, compiled: bool = True, *, dynamics: 
         return make_stepper, None
     from poise.kernels import warm_up
 
-    report = warm_up(packed, dynamics=dynamics, stepwise=False)  # ControlStep: cycle only
+    # ControlStep runs the one-call cycle; the balance controller commits its setpoints
+    # through the step-by-step commit (loaded from the cache at its first cycle: 36 ms)
+    report = warm_up(packed, dynamics=dynamics, stepwise=balances(model))
     return compiled_factory(model, packed), report
 
 
@@ -926,9 +928,26 @@ class ControlStep:
 
     @property
     def balancing(self) -> bool:
-        """Whether the balance controller holds the target now (the compiled wire path
-        steps aside, as for a dither)."""
+        """Whether the balance controller holds the target now."""
         return self.balance is not None and self.balance.active
+
+    @property
+    def steps_aside(self) -> bool:
+        """Whether the compiled wire path (:meth:`wire_cycle`, which encodes the IK's own
+        ``qa``) must leave this cycle to :meth:`update`: the setpoints are dithered
+        (:attr:`dithering`), or the balance controller holds the target or may start on it
+        (resting on a plan it has not given up on, with friction shown or
+        ``balance = "on"``; :meth:`_engage_balance` decides)."""
+        if self.dithering:
+            return True
+        balance, r = self.balance, self.retarget
+        if balance is None:
+            return False
+        if balance.active:
+            return True
+        return (self._balance_always or (r is not None and r.friction)) and \
+            self.goal is None and self.following is None and self.plan is not None and \
+            self.plan is not self._balance_left
 
     def _rebranch(self, stepper: Stepper, q: FloatArray) -> None:
         """Algorithm 2 integrates its own ``q̄u`` (statics solved online); through a fold of
