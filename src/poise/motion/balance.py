@@ -167,8 +167,9 @@ class BalanceController:
         """``ξ = M_uu Δq_u + M_ua Δq_a`` from ``q*``."""
         return d.Muu @ (qu - d.qu_star) + d.Mua @ (qa - d.qa_star)
 
-    def cycle(self, q: FloatArray) -> FloatArray | None:
-        """One period from the measured ``q``: the estimator's correction, the aim and the
+    def cycle(self, q: FloatArray, x: FloatArray | None = None) -> FloatArray | None:
+        """One period from the measured ``q`` (and its task value ``x = h(q)`` where the
+        caller has it; None: computed here): the estimator's correction, the aim and the
         integral, the rate ``u = −K z`` (clipped to the rate limit; the integral holds
         while it is) and the estimator's prediction. Returns the next setpoints (m,), or
         None where it gives up (:attr:`gave_up` says why; then it has stopped): the task
@@ -188,7 +189,7 @@ class BalanceController:
         gap = self._target - self._aim
         dist = float(np.linalg.norm(gap))
         self._aim = self._target.copy() if dist <= step else self._aim + gap * (step / dist)
-        error = np.asarray(model.fk(q), dtype=float) - self._aim
+        error = np.asarray(model.fk(q) if x is None else x, dtype=float) - self._aim
         reason = self._outside(error)
         if reason:
             self.gave_up = reason

@@ -894,7 +894,7 @@ class ControlStep:
         self._cycles += 1
         self._move_cycle += 1
         x_meas = self.model.fk(q)
-        proposed = balance.cycle(q)
+        proposed = balance.cycle(q, x_meas)
         if proposed is None:  # gave up: the IK holds this plan from now on
             self._balance_left = self.plan
             self._cycles -= 1
