@@ -5,6 +5,7 @@ hysteresis, dead band, quantised, noisy and delayed sensors)."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -252,3 +253,51 @@ def test_the_kernels_the_balance_controller_calls_are_loaded_before_the_loop_run
     assert {"commit alg1", "commit alg2"} <= set(report.kernels)
     other = stepper_factory(load_model("double_pendulum"))[1]
     assert other is not None and not any(name.startswith("commit") for name in other.kernels)
+
+
+def test_the_real_time_service_hands_the_cycles_to_the_balance_controller(tmp_path,
+                                                                          sim_device):
+    """End to end: the service against ``poise device sim`` (its own process, a real pty)
+    with the imperfect dancer, ``[loop] balance = "on"``: the compiled wire path answers the
+    move's frames and then steps aside, the balance controller holds the target (its
+    cycles count up, it never gave up) and the measured centre of mass settles within the
+    tolerance (the plant's masses are the model's: ``h(q)`` is the true one)."""
+    from conftest import PATIENT_SETTINGS, wait_until
+    from poise.controller.config import load_config
+    from poise.controller.service import Controller
+    from poise.examples import EXAMPLES_DIR
+
+    target = [0.12, 0.95]
+    dev = sim_device("dancer", rate=250, params=_imperfect_dancer(tmp_path))
+    keys = {"device.port": dev.path, "mqtt.enabled": False, "algorithm.tolerance": 3e-3,
+            "algorithm.target": target, "loop.mode": "fb", "loop.balance": "on",
+            **PATIENT_SETTINGS}
+    config = load_config(EXAMPLES_DIR / "dancer.toml", {k: (v, "test") for k, v in keys.items()})
+    with Controller(config) as ctl:
+
+        def balance() -> dict:
+            return ctl.summary()["feedback"]["balance"]
+
+        assert ctl.start().accepted
+        # the move first (on the wire path), then 2 s of the balance controller's cycles
+        assert wait_until(lambda: balance()["totals"]["cycles"] >= 500, 180), balance()
+        assert ctl.summary()["wire"]["answered"] > 0
+        errors: list[float] = []
+
+        def settled() -> bool:
+            """The measured centre of mass over 0.5 s of cycles (its sensors are noisy)
+            within the tolerance, twice in a row."""
+            queue = ctl.subscribe()
+            time.sleep(0.5)
+            ctl.unsubscribe(queue)
+            samples = queue.drain()
+            if not samples:
+                return False
+            x = np.mean([ctl.model.fk(np.asarray(s.q)) for s in samples], axis=0)
+            errors.append(float(np.linalg.norm(x - target)))
+            return len(errors) >= 2 and max(errors[-2:]) < 3e-3
+
+        assert wait_until(settled, 120, step=0.0), errors[-5:]
+        s = balance()
+        assert s["active"] and s["reason"] == "" and s["totals"]["gave_up"] == 0, s
+        assert ctl.summary()["state"] == "running"
