@@ -264,12 +264,13 @@ def test_windows_that_disagree_as_friction_makes_them_switch_the_dither_on():
 
 def test_efforts_left_elsewhere_when_a_dither_stops_are_friction():
     """The friction test: the arm rests in one place, so its undithered windows agree however
-    much friction holds it there. The first of them makes the next window dithered; the
-    undithered one after it is compared with that one. Where an actuator's static effort
-    moved by more than :data:`FRICTION_TEST` × their errors (friction left it elsewhere in
-    its band when the dither stopped), the windows showed friction: the estimate starts
-    again from the dithered window. Where the efforts stay within their errors (no
-    friction), nothing changes and no later window is dithered for the test."""
+    much friction holds it there. The test is due from the start: its dithered window (the
+    first, or the first of a new plan where the last one rested elsewhere) is compared with
+    the undithered one after it. Where an actuator's static effort moved by more than
+    :data:`FRICTION_TEST` × their errors (friction left it elsewhere in its band when the
+    dither stopped), the windows showed friction: the estimate starts again from the
+    dithered windows. Where the efforts stay within their errors (no friction), nothing
+    changes and no later window is dithered for the test."""
     model = load_model("dancer")
     q = solve_statics(model, np.array([0.3, -0.5, 1.0]), np.zeros(1)).q
     A = np.asarray(model.C, float)[:model.m]
@@ -279,6 +280,7 @@ def test_efforts_left_elsewhere_when_a_dither_stops_are_friction():
     for offset, friction in (([4.0, 0.0, 0.0], True), ([0.0, 0.0, 0.0], False),
                              ([0.0, 1.0, 0.0], False)):
         r = Retargeting(model, 0.004, TOL)
+        assert r.friction_test == "due"
         before = held + np.array([-3.0, 0.0, 0.0])  # where friction held it before
         r.teach(q, before, rest, (error, error), (q_error, q_error), False)
         assert r.friction_test == "due" and not r.friction
@@ -293,8 +295,8 @@ def test_efforts_left_elsewhere_when_a_dither_stops_are_friction():
         floor = r.masses.effort_floor
         moved = max(offset) / math.hypot(0.2, 0.2, floor)
         assert r.friction is friction is (moved > FRICTION_TEST), moved
-        # with friction only the dithered window stays; without, all four count
-        assert r.masses.windows == (1 if friction else 4)
+        # with friction both dithered windows stay; without, all four count
+        assert r.masses.windows == (2 if friction else 4)
         # ... and with friction the passive joint's equation allows for its own
         assert r.masses.passive_floor == pytest.approx(
             PASSIVE_FRICTION * r.masses.effort_floor / EFFORT_SIGMA if friction else floor)
@@ -308,18 +310,21 @@ def real(tmp_path_factory):
     return path, load_model(path)
 
 
-def estimate_after_targets(path, friction, indices=(1, 2), seconds=40.0):
+def estimate_after_targets(path, friction, indices=(1, 2), seconds=40.0, tested=False):
     """The dancer's nominal controller in feedback on the plant ``path``, given the weighed
     mass, through bench targets ``indices`` in simulated time; ``friction``: the windows
     have shown friction before (so every resting window is dithered until the estimate
-    pins the centre of mass down). The estimate of the masses at the end and where the
-    plant rests."""
+    pins the centre of mass down); ``tested``: as if the friction test had found none (no
+    window is dithered for it). The estimate of the masses at the end and where the plant
+    rests."""
     loop = SimulatedLoop(config_for("dancer", "fb", "alg1", path,
                                     total_mass=weigh("dancer", path)[0]), seed=SEED)
     truth = loop.plant.physical
     targets = reachable_targets(truth, loop.limits.qa_min, loop.limits.qa_max,
                                 max(indices) + 1, SEED)
     loop.step.retarget.friction = friction
+    if tested:
+        loop.step.retarget.friction_test = "done"
     loop.start()
     for index in indices:
         loop.set_target(targets[index])
@@ -346,8 +351,7 @@ def test_on_the_real_plant_dithered_windows_find_the_centre_of_mass_friction_hid
     assert dithered.dither is not None or \
         dithered.masses.com_sigma(q) <= DITHER_PIN * BIAS_SIGMA * TOL
     monkeypatch.setattr(retarget_module, "FRICTION_SCATTER", math.inf)
-    monkeypatch.setattr(retarget_module, "FRICTION_TEST", math.inf)
-    still, q_still = estimate_after_targets(path, False)
+    still, q_still = estimate_after_targets(path, False, tested=True)
     assert not still.friction and still.masses.windows >= 4
     near = float(np.linalg.norm(dithered.masses.com(q) - plant.fk(q)))
     far = float(np.linalg.norm(still.masses.com(q_still) - plant.fk(q_still)))
@@ -378,6 +382,32 @@ def test_a_streamed_target_moves_on_with_the_rate_gain_while_a_dither_was_planne
     assert step.backed_off(loop.params).gamma == loop.params.gamma > 0.0
     moved = np.asarray(loop.model.fk(loop.measured()), dtype=float) - start
     assert moved[0] > 0.003  # on its way to the streamed aim 1 cm off
+
+
+def test_a_correction_between_the_test_windows_makes_the_test_due_again():
+    """A correction between the friction test's dithered window and the undithered one after
+    it moved the arm: the efforts changed with the pose, friction or not, so the two are not
+    compared; the test is due again, and the next dithered window and the one after it
+    decide. Where friction is then shown, every dithered window taught so far stays in the
+    estimate of the masses (they average friction out), the undithered ones go."""
+    model = load_model("dancer")
+    q = solve_statics(model, np.array([0.3, -0.5, 1.0]), np.zeros(1)).q
+    A = np.asarray(model.C, float)[:model.m]
+    held = np.linalg.lstsq(A.T, model.G(q), rcond=None)[0]
+    error, q_error = np.full(3, 0.2), np.full(4, 1e-5)
+    rest, left = np.zeros(3), held + np.array([4.0, 0.0, 0.0])  # 4 N·m: friction's doing
+    r = Retargeting(model, 0.004, TOL)
+    r.teach(q, held, rest, (error, error), (q_error, q_error), True)
+    assert r.friction_test == "dithered"
+    r.total += 1  # a correction was made (Retargeting.correction counts each)
+    r.teach(q, left, rest, (error, error), (q_error, q_error), False)
+    assert r.friction_test == "due" and not r.friction  # not compared
+    assert r.masses.windows == 2
+    r.teach(q, held, rest, (error, error), (q_error, q_error), True)
+    assert r.friction_test == "dithered"
+    r.teach(q, left, rest, (error, error), (q_error, q_error), False)
+    assert r.friction_test == "done" and r.friction
+    assert r.masses.windows == 2  # the two dithered windows
 
 
 def test_the_first_target_on_the_real_plant_shows_friction_within_seconds(real, tmp_path):

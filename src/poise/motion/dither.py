@@ -25,10 +25,11 @@ at least :data:`MIN_HZ` (2 Hz made the dancer's backlash rectify it into a bias 
 static fits take its sine and cosine out (:func:`~poise.motion.retarget.static_trend`).
 
 When to dither is the corrector's decision (:class:`~poise.motion.retarget.Retargeting`):
-once after the first resting window, as the friction test (:meth:`Retargeting.teach
-<poise.motion.retarget.Retargeting.teach>`); then only where the windows showed friction,
-and only until the estimate pins the centre of mass down where the arm rests. On the exact
-model the test shows none and there is no other dither.
+the first resting window, as the friction test (:meth:`Retargeting.teach
+<poise.motion.retarget.Retargeting.teach>`; again where a correction or a new plan came
+before the undithered window it is compared with); then only where the windows showed
+friction, and only until the estimate pins the centre of mass down where the arm rests. On
+the exact model the test shows none and there is no other dither.
 """
 
 from __future__ import annotations
