@@ -367,7 +367,7 @@ class Retargeting:
         self.friction_test = "due"
         self._test_window: tuple[Any, ...] = ()  # the test's dithered window, as taught
         self._test_total = 0  # the corrections made before it (:attr:`total`)
-        # every dithered window taught, as taught: they stay when friction is shown
+        # the dithered windows taught before friction was shown: they stay when it is
         self._dithered: list[tuple[Any, ...]] = []
         #: The dither of the setpoints in the resting windows now (the owner adds
         #: :meth:`dither_offset` to the setpoint it sends); None: none.
@@ -488,7 +488,8 @@ class Retargeting:
                 self.friction_test = "dithered"
                 self._test_window, self._test_total = window, self.total
             self.masses.add(*window)
-            self._dithered.append(window)
+            if not self.friction:  # kept for the restart (:meth:`_friction_shown`)
+                self._dithered.append(window)
             return
         if self.friction:
             return
@@ -540,6 +541,7 @@ class Retargeting:
         self.masses.restart(friction=True)
         for window in self._dithered:
             self.masses.add(*window)
+        self._dithered = []  # the estimate has them now; friction is shown once
 
     def bias_at(self, q: FloatArray) -> FloatArray:
         """The task bias at ``q`` (:meth:`MassEstimate.bias <poise.motion.masses.
