@@ -26,7 +26,8 @@ import numpy as np
 
 from poise.models.actuation import join, split
 from poise.models.base import FloatArray, MechanicalModel
-from poise.motion.balance import ENGAGE_RADIUS, BalanceController, balances
+from poise.motion.balance import BalanceController, balances
+from poise.motion.balance_hold import HELD_ALGORITHMS, BalanceHold
 from poise.motion.motion_planner import MotionPlanner, MotionState
 from poise.motion.options import MotionOptions
 from poise.motion.params import LiveParams
@@ -238,17 +239,11 @@ class ControlStep:
         self._plant_map = SpringsErrorMap(model, period)
         self._scaled: tuple[LiveParams | None, tuple[float, bool], LiveParams | None] = \
             (None, (1.0, False), None)
-        #: The balance controller by state feedback (:mod:`poise.motion.balance`), which
-        #: holds a plan's target in feedback once the resting windows showed friction,
-        #: for a centre-of-mass task on passive joints; None: not such a task, or no
-        #: re-targeting.
-        self.balance: BalanceController | None = BalanceController(model, period) \
+        #: The balance controller and when it holds a plan's target in feedback
+        #: (:mod:`poise.motion.balance_hold`), for a centre-of-mass task on passive joints;
+        #: None: not such a task, ``balance = "off"``, or no re-targeting.
+        self.hold: BalanceHold | None = BalanceHold(model, period, balance) \
             if tolerance is not None and balance != "off" and balances(model) else None
-        self._balance_always = balance == "on"
-        self._balance_left: TargetPlan | None = None  # the plan it gave up on
-        #: The balance controller starts after this cycle (:meth:`look_ahead`): the plan,
-        #: the measured q and the aim (None: not).
-        self._balance_due: tuple[TargetPlan, FloatArray, FloatArray] | None = None
 
     def make_plan(self, target: FloatArray, q_measured: FloatArray | None,
                   tol: float, params: LiveParams | None = None) -> TargetPlan:
@@ -698,14 +693,15 @@ class ControlStep:
         made here starts at the next cycle, as one made in the cycle did; the error map
         for the plant's measured springs, where a cycle asked for it
         (:mod:`poise.motion.plantmap`); and the balance controller's designs
-        (:meth:`_balance_designs`)."""
+        (:meth:`BalanceHold.design <poise.motion.balance_hold.BalanceHold.design>`)."""
         if self.sway is not None:
             self.sway.conclude()
         if self._correct:
             self._correction_move()
         if self._plant_map.due and self.stepper is not None:
             self._plant_map.refresh(self.stepper.q_bar)
-        self._balance_designs()
+        if self.hold is not None and self.stepper is not None:
+            self.hold.design(self.plan, self.stepper.qa, self.goal is None, self.limits)
         move, goal = self.move, self.goal
         if move is None or goal is None or self._move_goal is not goal:
             self._ahead = None
@@ -796,8 +792,8 @@ class ControlStep:
         """Bumpless (re)start from the measured configuration ``q`` (a followed reference
         ends, and so does the balance controller)."""
         self.following = None
-        if self.balance is not None:
-            self.balance.stop()
+        if self.hold is not None:
+            self.hold.stop()
         stepper = self.stepper_factory(algorithm, self.model)
         stepper.reset(np.asarray(q, dtype=float), self.limits.qa_min, self.limits.qa_max)
         self.stepper = stepper
@@ -823,7 +819,7 @@ class ControlStep:
             self.stepper = stepper = new
         assert stepper is not None
         fb = p.mode == "fb"
-        if self._engage_balance(p, fb, q, stepper):
+        if self._engage_balance(p, fb, q):
             return self._balance_cycle(stepper, q, p, saturated, efforts)
         if fb and self.goal is None and stepper.name == "alg2":
             self._rebranch(stepper, q)
@@ -852,51 +848,36 @@ class ControlStep:
         return StepOutput(self._dithered(stepper.qa), tau, x_used, x_meas, stepper.q_bar,
                           stepper.residual, switched)
 
-    def _engage_balance(self, p: LiveParams, fb: bool, q: FloatArray, stepper: Stepper
-                        ) -> bool:
-        """Whether the balance controller (:mod:`poise.motion.balance`) takes this cycle:
-        in feedback with a held algorithm, resting on the current plan (its move arrived,
-        no reference followed, ``p`` aiming at its target) and not given up on it; with
-        ``balance = "auto"`` once the resting windows showed friction. It is started
-        (bumpless, from the IK's setpoint, after the cycle: :meth:`_balance_designs`) where
-        the task is within :data:`~poise.motion.balance.ENGAGE_RADIUS` of its aim (and with
-        ``"auto"`` the masses' estimate pins the centre of mass down to the tolerance), and
-        stops when this no longer holds; its aim is the plan's target plus the task bias
-        (:mod:`poise.motion.masses`)."""
-        balance, r, plan = self.balance, self.retarget, self.plan
-        if balance is None:
+    def _engage_balance(self, p: LiveParams, fb: bool, q: FloatArray) -> bool:
+        """Whether the balance controller takes this cycle (:meth:`BalanceHold.engage
+        <poise.motion.balance_hold.BalanceHold.engage>`): in feedback with a held algorithm,
+        resting on the current plan (its move arrived, no reference followed, ``p`` aiming
+        at its target) where the hold is :meth:`~poise.motion.balance_hold.BalanceHold.
+        allowed`; it stops where this no longer holds. Its aim is the plan's target plus the
+        task bias (:mod:`poise.motion.masses`)."""
+        hold, r, plan = self.hold, self.retarget, self.plan
+        if hold is None or r is None:
             return False
-        always = self._balance_always
-        want = (fb and r is not None and (r.friction or always) and plan is not None
-                and r.plan is plan and p.algorithm in ("alg1", "alg2")
-                and plan is not self._balance_left and self._settled_on_plan(p))
-        if not want:
-            if balance.active:
-                balance.stop()
+        if not (fb and plan is not None and r.plan is plan and p.algorithm in HELD_ALGORITHMS
+                and hold.allowed(plan, r.friction) and self._settled_on_plan(p)):
+            hold.stop()
             return False
-        assert plan is not None
         aim = self._serving(plan) if self._bias is None else self._serving(plan) + self._bias
-        if not balance.active:
-            if float(np.linalg.norm(self.model.fk(q) - aim)) <= ENGAGE_RADIUS and \
-                    (always or r.masses.com_sigma(q) <= BIAS_SIGMA * r.tolerance):
-                self._balance_due = (plan, np.array(q, dtype=float), aim)  # look_ahead
-            return False
-        balance.retarget(aim)
-        return True
+        return hold.engage(plan, q, aim,
+                           lambda: r.masses.com_sigma(q) <= BIAS_SIGMA * r.tolerance)
 
     def _balance_cycle(self, stepper: Stepper, q: FloatArray, p: LiveParams,
                        saturated: bool, efforts: Any) -> StepOutput:
         """One cycle of the balance controller: its setpoint through the safety layer,
         q̄ made consistent with it, and sampled re-targeting's watch (its windows go on
         learning the masses; their corrections are not moved, :meth:`_correction_move`)."""
-        balance = self.balance
-        assert balance is not None
+        hold = self.hold
+        assert hold is not None
         self._cycles += 1
         self._move_cycle += 1
         x_meas = self.model.fk(q)
-        proposed = balance.cycle(q, x_meas)
+        proposed = hold.setpoint(self.plan, q, x_meas)
         if proposed is None:  # gave up: the IK holds this plan from now on
-            self._balance_left = self.plan
             self._cycles -= 1
             self._move_cycle -= 1
             return self.update(q, p, saturated, efforts)
@@ -905,49 +886,37 @@ class ControlStep:
         if not np.array_equal(stepper.qa, safe):  # held at a fold of the model's held set
             stepper.reset(join(self.model, safe, split(self.model, q)[1]), self.limits.qa_min,
                           self.limits.qa_max)
-        balance.hold(stepper.qa)
+        hold.hold(stepper.qa)
         self._retarget_cycle(p, x_meas, True, saturated, q, efforts)
         tau = stepper.tau if self.effort_feedforward else None
         if not all_finite(stepper.qa, tau, stepper.q_bar):
             raise StepFault(f"non-finite setpoint (balance, {p.algorithm})")
         return StepOutput(stepper.qa, tau, x_meas, x_meas, stepper.q_bar, stepper.residual)
 
-    def _balance_designs(self) -> None:
-        """The balance controller's designs (a few milliseconds each: after the cycle's
-        setpoint went out, from :meth:`look_ahead`): its start where a cycle found it due,
-        from this cycle's setpoint, and a design made again where its cycle asked."""
-        balance, due, stepper = self.balance, self._balance_due, self.stepper
-        self._balance_due = None
-        if balance is None or stepper is None:
-            return
-        if due is not None and not balance.active and due[0] is self.plan and \
-                self.goal is None:
-            balance.start(due[1], stepper.qa, due[2], self.limits)
-        elif balance.active:
-            balance.refresh()
+    @property
+    def balance(self) -> BalanceController | None:
+        """The balance controller (:mod:`poise.motion.balance`; None: no :attr:`hold`)."""
+        return self.hold.controller if self.hold is not None else None
 
     @property
     def balancing(self) -> bool:
         """Whether the balance controller holds the target now."""
-        return self.balance is not None and self.balance.active
+        return self.hold is not None and self.hold.active
 
     @property
     def steps_aside(self) -> bool:
         """Whether the compiled wire path (:meth:`wire_cycle`, which encodes the IK's own
         ``qa``) must leave this cycle to :meth:`update`: the setpoints are dithered
         (:attr:`dithering`), or the balance controller holds the target or may start on it
-        (resting on a plan it has not given up on, with friction shown or
-        ``balance = "on"``; :meth:`_engage_balance` decides)."""
+        (resting on a plan it is :meth:`~poise.motion.balance_hold.BalanceHold.allowed`
+        to hold; :meth:`_engage_balance` decides)."""
         if self.dithering:
             return True
-        balance, r = self.balance, self.retarget
-        if balance is None:
+        hold, r = self.hold, self.retarget
+        if hold is None:
             return False
-        if balance.active:
-            return True
-        return (self._balance_always or (r is not None and r.friction)) and \
-            self.goal is None and self.following is None and self.plan is not None and \
-            self.plan is not self._balance_left
+        return hold.active or (hold.allowed(self.plan, r is not None and r.friction)
+                               and self.goal is None and self.following is None)
 
     def _rebranch(self, stepper: Stepper, q: FloatArray) -> None:
         """Algorithm 2 integrates its own ``q̄u`` (statics solved online); through a fold of
