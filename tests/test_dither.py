@@ -33,6 +33,7 @@ from poise.motion.dither import (
     dither_frequency,
 )
 from poise.motion.masses import EFFORT_SIGMA, PASSIVE_FRICTION, MassEstimate
+from poise.motion.planner import plan_target
 from poise.motion.retarget import (
     BIAS_SIGMA,
     DITHER_PIN,
@@ -384,30 +385,94 @@ def test_a_streamed_target_moves_on_with_the_rate_gain_while_a_dither_was_planne
     assert moved[0] > 0.003  # on its way to the streamed aim 1 cm off
 
 
-def test_a_correction_between_the_test_windows_makes_the_test_due_again():
-    """A correction between the friction test's dithered window and the undithered one after
-    it moved the arm: the efforts changed with the pose, friction or not, so the two are not
-    compared; the test is due again, and the next dithered window and the one after it
-    decide. Where friction is then shown, every dithered window taught so far stays in the
-    estimate of the masses (they average friction out), the undithered ones go."""
+def test_the_friction_test_moves_the_dithered_efforts_as_the_estimate_predicts():
+    """The integrator moves the arm a little between the friction test's dithered window and
+    the undithered one after it: the efforts that hold it change with the pose, friction or
+    not, here by more than :data:`FRICTION_TEST` × their errors. The test compares the
+    undithered efforts with the dithered ones moved by the change the estimate of the
+    masses predicts (:meth:`MassEstimate.effort_change`): the model's own efforts there
+    show no friction; 4 N·m more on a hip (friction's doing) does, and the estimate starts
+    again from the dithered window alone."""
     model = load_model("dancer")
-    q = solve_statics(model, np.array([0.3, -0.5, 1.0]), np.zeros(1)).q
     A = np.asarray(model.C, float)[:model.m]
-    held = np.linalg.lstsq(A.T, model.G(q), rcond=None)[0]
-    error, q_error = np.full(3, 0.2), np.full(4, 1e-5)
-    rest, left = np.zeros(3), held + np.array([4.0, 0.0, 0.0])  # 4 N·m: friction's doing
+    q = solve_statics(model, np.array([0.3, -0.5, 1.0]), np.zeros(1)).q
+    moved = solve_statics(model, np.array([0.32, -0.48, 1.0]), np.zeros(1)).q
+
+    def held(at: np.ndarray) -> np.ndarray:
+        return np.linalg.lstsq(A.T, model.G(at), rcond=None)[0]
+
+    error, q_error, rest = np.full(3, 0.2), np.full(4, 1e-5), np.zeros(3)
+    combined = math.hypot(0.2, 0.2)
+    assert np.max(np.abs(held(moved) - held(q))) > 2 * FRICTION_TEST * combined
+    for offset, friction in (([0.0, 0.0, 0.0], False), ([4.0, 0.0, 0.0], True)):
+        r = Retargeting(model, 0.004, TOL)
+        r.teach(q, held(q), rest, (error, error), (q_error, q_error), True)
+        assert r.friction_test == "dithered"
+        r.teach(moved, held(moved) + np.array(offset), rest, (error, error),
+                (q_error, q_error), False)
+        assert r.friction_test == "done" and r.friction is friction
+        assert r.masses.windows == (1 if friction else 2)
+
+
+def test_the_effort_change_the_estimate_predicts_is_the_statics_and_knows_its_error():
+    """:meth:`MassEstimate.effort_change` on the exact model: the change of the static
+    efforts between two poses is ``G_a(q₂) − G_a(q₁)`` (the model's own moments), and its
+    error shrinks as windows at other poses pin the masses down (the prior alone: 30 % of
+    the moments; a small move: little of either)."""
+    model = load_model("dancer")
+    A = np.asarray(model.C, float)[:model.m]
+    poses = [solve_statics(model, np.asarray(qa, float), np.zeros(1)).q for qa in
+             ([0.3, -0.5, 1.0], [0.32, -0.48, 1.0], [-0.4, 0.8, -1.2], [0.2, 0.4, 0.5])]
+    estimate = MassEstimate(model)
+    exact = np.linalg.lstsq(A.T, model.G(poses[1]) - model.G(poses[0]), rcond=None)[0]
+    change, prior_error = estimate.effort_change(poses[0], poses[1])
+    np.testing.assert_allclose(change, exact, atol=1e-9 * np.max(np.abs(exact)))
+    assert np.all(prior_error > 0.05 * np.abs(exact))  # the prior knows the moments to 30 %
+    for q in poses[2:]:
+        estimate.add(q, np.linalg.lstsq(A.T, model.G(q), rcond=None)[0], np.zeros(3),
+                     np.full(3, 0.05), np.full(4, 1e-6))
+    change, error = estimate.effort_change(poses[0], poses[1])
+    np.testing.assert_allclose(change, exact, atol=1e-3 * np.max(np.abs(exact)))
+    assert np.all(error < 0.2 * prior_error)
+    far = estimate.effort_change(poses[0], poses[2])[1]
+    assert np.all(error < far)  # a small move's change is known better than a large one's
+
+
+def test_the_friction_tests_dithered_window_is_followed_by_its_undithered_one_in_place():
+    """After the friction test's dithered window the next correction waits: the undithered
+    window it is compared with rests where the dithered one did (a correction between them
+    changes the efforts with the pose; on ``real`` the dancer's first target was corrected
+    after every dithered window, so the test was never made and friction never shown, and
+    the target ended 35 mm off). The window after it is corrected as ever, and so is every
+    dithered window once friction is shown."""
+    model = load_model("dancer")
+    plan = plan_target(model, np.asarray(RESTING, float), [np.zeros(model.n)], TOL,
+                       period=0.004)
     r = Retargeting(model, 0.004, TOL)
-    r.teach(q, held, rest, (error, error), (q_error, q_error), True)
-    assert r.friction_test == "dithered"
-    r.total += 1  # a correction was made (Retargeting.correction counts each)
-    r.teach(q, left, rest, (error, error), (q_error, q_error), False)
-    assert r.friction_test == "due" and not r.friction  # not compared
-    assert r.masses.windows == 2
-    r.teach(q, held, rest, (error, error), (q_error, q_error), True)
-    assert r.friction_test == "dithered"
-    r.teach(q, left, rest, (error, error), (q_error, q_error), False)
-    assert r.friction_test == "done" and r.friction
-    assert r.masses.windows == 2  # the two dithered windows
+    r.begin(plan, True)
+    assert r.dithering and r.friction_test == "due"
+    A = np.asarray(model.C, float)[:model.m]
+    efforts = np.linalg.lstsq(A.T, model.G(plan.q_goal), rcond=None)[0]
+    x = np.asarray(model.fk(plan.q_goal), dtype=float)
+    off = np.array([0.01, 0.0])  # 10 mm: well over the threshold
+    lo, hi = np.asarray(model.qa_min, float), np.asarray(model.qa_max, float)
+
+    def window() -> np.ndarray | None:
+        while not r.observe(x + off, x, plan.qa_goal, 0, plan.q_goal, efforts):
+            pass
+        return r.correction(plan.q_goal, plan.qa_goal, 1.0, lo, hi)
+
+    assert window() is None and r.total == 0 and r.friction_test == "dithered"
+    assert not r.dithering and not r.ended  # the next window: undithered, in place
+    assert window() is not None and r.total == 1 and r.friction_test == "done"
+    assert not r.friction  # the model's own efforts: none
+    # with friction shown before any test (the windows' disagreement), there is nothing to
+    # test: a dithered window is corrected at once
+    r = Retargeting(model, 0.004, TOL)
+    r.friction = True
+    r.begin(plan, True)
+    assert r.dithering
+    assert window() is not None and r.total == 1 and r.friction_test == "due"
 
 
 def test_the_first_target_on_the_real_plant_shows_friction_within_seconds(real, tmp_path):

@@ -26,8 +26,8 @@ static fits take its sine and cosine out (:func:`~poise.motion.retarget.static_t
 
 When to dither is the corrector's decision (:class:`~poise.motion.retarget.Retargeting`):
 the first resting window, as the friction test (:meth:`Retargeting.teach
-<poise.motion.retarget.Retargeting.teach>`; again where a correction or a new plan came
-before the undithered window it is compared with); then only where the windows showed
+<poise.motion.retarget.Retargeting.teach>`; again where a new plan came before the
+undithered window it is compared with); then only where the windows showed
 friction, and only until the estimate pins the centre of mass down where the arm rests. On
 the exact model the test shows none and there is no other dither.
 """

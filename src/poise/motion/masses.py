@@ -172,13 +172,7 @@ class MassEstimate:
         if tau.shape != (self.model.m,) or not (np.all(np.isfinite(q))
                                                 and np.all(np.isfinite(tau))):
             return
-        n = self.model.n
-        psi = self._S @ q + self._psi0
-        Y = np.zeros((n, self.nominal.size))
-        Y[:, :n] = self._g * (self._S.T * np.cos(psi)[None, :])
-        dq = q - self._rest
-        for col, i in enumerate(self._springs):
-            Y[i, n + col] = dq[i]
+        Y = self._regressor(q)
         speed = np.zeros(self.model.m) if rate is None else np.asarray(rate, dtype=float)
         if np.all(np.isfinite(speed)):
             Y[:, self._c0:] = self._A.T * speed[None, :]
@@ -203,6 +197,36 @@ class MassEstimate:
         self._data = (N_d + Yw.T @ Yw, r_d + Yw.T @ ew, e_d + float(ew @ ew), rows + ew.size)
         self.windows += 1
         self._plant = None
+
+    def _regressor(self, q: FloatArray) -> FloatArray:
+        """``Y(q)`` (n, parameters): the statics ``G(q) = Y(q) p`` at rest, linear in the
+        moments and springs ``p`` (the speed columns zero; :meth:`add` fills them)."""
+        n = self.model.n
+        psi = self._S @ q + self._psi0
+        Y = np.zeros((n, self.nominal.size))
+        Y[:, :n] = self._g * (self._S.T * np.cos(psi)[None, :])
+        dq = q - self._rest
+        for col, i in enumerate(self._springs):
+            Y[i, n + col] = dq[i]
+        return Y
+
+    def effort_change(self, q_from: FloatArray, q_to: FloatArray
+                      ) -> tuple[FloatArray, FloatArray]:
+        """How the static efforts that hold the plant at rest change from ``q_from`` to
+        ``q_to`` (n,) as the estimate says, ``Δτ = (Aᵀ)⁺ (Y(q_to) − Y(q_from)) p̂`` (m,)
+        [N or N·m], and its one-sigma error (m,) from the estimate's covariance (grown by
+        :meth:`scatter`): a small move changes them by little, and knows that change well
+        (zeros when not :attr:`enabled`)."""
+        m = self.model.m
+        if not self.enabled:
+            return np.zeros(m), np.zeros(m)
+        dY = self._regressor(np.asarray(q_to, dtype=float)) - \
+            self._regressor(np.asarray(q_from, dtype=float))
+        to_efforts = np.linalg.pinv(self._A.T)  # (m, n): Aᵀτ = G
+        p = self.nominal + self._x * self._scale
+        D = to_efforts @ (dY * self._scale[None, :])
+        covariance = D @ np.linalg.solve(self._N, D.T) * self.scatter()
+        return to_efforts @ (dY @ p), np.sqrt(np.maximum(np.diag(covariance), 0.0))
 
     @property
     def effort_floor(self) -> float:

@@ -366,7 +366,6 @@ class Retargeting:
         #: first window on), ``"dithered"`` the undithered one after it next, ``"done"``.
         self.friction_test = "due"
         self._test_window: tuple[Any, ...] = ()  # the test's dithered window, as taught
-        self._test_total = 0  # the corrections made before it (:attr:`total`)
         # the dithered windows taught before friction was shown: they stay when it is
         self._dithered: list[tuple[Any, ...]] = []
         #: The dither of the setpoints in the resting windows now (the owner adds
@@ -470,51 +469,55 @@ class Retargeting:
         the windows have shown friction (:meth:`_watch_friction`), not at all after.
 
         The friction test: the first window is dithered (so that it teaches whatever the
-        test finds), and the undithered one after it is compared with it, unless a
-        correction moved the arm between them (then the next window is dithered for the
-        test again: a pose changed by a correction changes the efforts as friction does,
-        and the windows around a correction of the dancer's first target on ``real`` once
-        showed friction so and once hid it). Windows where the arm rests in one place
+        test finds), and the undithered one after it, where the arm still rests (the
+        correction the dithered window calls for waits for it, :meth:`correction`), is
+        compared with it; a new plan between them makes the test due again. Windows where
+        the arm rests in one place
         agree with each other however much friction holds it there (``real``: the dancer's
         first target gave 12 windows of reduced χ² 1–3 over 50 s and an estimate 14 mm off
         where the plant's centre of mass was 37 mm off), but an actuator whose dither stops
         comes to rest anywhere in its friction band: its static effort moves by more than
-        :data:`FRICTION_TEST` × the errors (on the exact model it stays). Every dithered
+        :data:`FRICTION_TEST` × the errors beyond the change the estimate predicts for the
+        integrator's small move between them (:meth:`_left_by_friction`; on the exact model
+        it stays). Every dithered
         window is kept: where friction is shown they are what the estimate starts again
         from (:meth:`_friction_shown`)."""
         if dithered:
             window = (q, efforts, rate, effort_errors[1], q_errors[1])
-            if self.friction_test == "due":
+            if self.friction_test == "due" and not self.friction:
                 self.friction_test = "dithered"
-                self._test_window, self._test_total = window, self.total
+                self._test_window = window
             self.masses.add(*window)
             if not self.friction:  # kept for the restart (:meth:`_friction_shown`)
                 self._dithered.append(window)
             return
         if self.friction:
             return
-        if self.friction_test == "dithered" and self.total != self._test_total:
-            self.friction_test = "due"  # a correction moved the arm since: the test again
-        elif self.friction_test == "dithered":
+        if self.friction_test == "dithered":
             self.friction_test = "done"
-            if self._left_by_friction(efforts, effort_errors[1]):
+            if self._left_by_friction(q, efforts, effort_errors[1]):
                 self._friction_shown()
                 return
         self.masses.add(q, efforts, rate, effort_errors[0], q_errors[0])
         self._friction_probe.add(q, efforts, rate, effort_errors[1], q_errors[1])
         self._watch_friction()
 
-    def _left_by_friction(self, efforts: FloatArray, error: FloatArray) -> bool:
+    def _left_by_friction(self, q: FloatArray, efforts: FloatArray, error: FloatArray
+                          ) -> bool:
         """Whether the static ``efforts`` (m,) of the window after the friction test's
-        dithered one, with their ``error`` (m,), differ from that window's by more than
-        :data:`FRICTION_TEST` × their combined errors (with the estimate's
+        dithered one, resting at ``q`` (n,), with their ``error`` (m,), differ from that
+        window's moved by the change the estimate of the masses predicts between their
+        poses (:meth:`MassEstimate.effort_change <poise.motion.masses.MassEstimate.
+        effort_change>`: a correction between them) by more than :data:`FRICTION_TEST` ×
+        their combined errors (with the prediction's and the estimate's
         :attr:`~poise.motion.masses.MassEstimate.effort_floor` added) on some actuator."""
-        _, tested, _, tested_error, _ = self._test_window
+        tested_q, tested, _, tested_error, _ = self._test_window
+        shift, shift_error = self.masses.effort_change(tested_q, q)
         floor = self.masses.effort_floor
         combined = np.sqrt(np.nan_to_num(np.asarray(error, float) ** 2, nan=np.inf)
                            + np.nan_to_num(np.asarray(tested_error, float) ** 2, nan=np.inf)
-                           + floor ** 2)
-        change = np.abs(np.asarray(efforts, float) - np.asarray(tested, float))
+                           + shift_error ** 2 + floor ** 2)
+        change = np.abs(np.asarray(efforts, float) - np.asarray(tested, float) - shift)
         return bool(np.any(change > FRICTION_TEST * combined))
 
     def _watch_friction(self) -> None:
@@ -538,6 +541,7 @@ class Retargeting:
         what earlier dithered windows had pinned down: the dancer on ``real``, seed 16,
         went from 11 mm to 147 mm of uncertainty in its centre of mass.)"""
         self.friction = True
+        self.friction_test = "done"  # nothing left to test
         self.masses.restart(friction=True)
         for window in self._dithered:
             self.masses.add(*window)
@@ -744,7 +748,12 @@ class Retargeting:
         (:class:`~poise.motion.springs.SpringScale`, from where the arm rests in it); once
         that scale is significant, the first correction of a plan uses the held Jacobian of
         the model with its springs so scaled, at where the arm rests, instead of the model's
-        at q̄ (the dancer's pointe 10 % stiffer: a held map 40 % off)."""
+        at q̄ (the dancer's pointe 10 % stiffer: a held map 40 % off).
+
+        The friction test's dithered window (:meth:`teach`) makes none: the undithered
+        window it is compared with rests where it did (on ``real`` the dancer's first target
+        was corrected after each dithered window, the test made again and again and never
+        ended, and it stood 20–43 mm off)."""
         n = max(self._count, 1)
         J = self._secant if self._secant is not None else \
             held_jacobian(blocks(self.model, q_bar))
@@ -776,9 +785,13 @@ class Retargeting:
                        bool(dither))
             self._choose_dither(q_mid)
             shift = self.take_bias(q_mid)
+            # the friction test's dithered window: its undithered one next, from here
+            testing = bool(dither) and self.friction_test == "dithered"
         else:
-            shift = np.zeros_like(mismatch)
+            shift, testing = np.zeros_like(mismatch), False
         self._clear()
+        if testing:
+            return None
         # the plant's answer is measured against the aim the last correction had; a new
         # task bias moves the aim (poise.motion.masses) and the next correction with it
         answer = mismatch
