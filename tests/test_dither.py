@@ -28,6 +28,7 @@ from poise.motion.dither import (
     MIN_SCALE,
     RANGE_FRACTION,
     TASK_FRACTION,
+    WIDE_TASK_FRACTION,
     dither_direction,
     dither_for,
     dither_frequency,
@@ -39,6 +40,7 @@ from poise.motion.retarget import (
     DITHER_PIN,
     FRICTION_TEST,
     FRICTION_WINDOWS,
+    TEST_BIAS,
     Retargeting,
     static_part,
     static_trend,
@@ -73,7 +75,8 @@ def test_the_dither_moves_the_held_centre_of_mass_least_and_within_its_bound():
     """On the dancer (3 actuators, a 2-D task) the signs are the best of all eight, each
     amplitude :data:`RANGE_FRACTION` of its actuator's range, and the held centre of mass
     moves by at most :data:`TASK_FRACTION` × the tolerance (statically); where that would
-    leave less than :data:`MIN_SCALE` of the amplitude, there is none."""
+    leave less than :data:`MIN_SCALE` of the amplitude, it is :data:`MIN_SCALE` of it if the
+    task then moves by at most :data:`WIDE_TASK_FRACTION` × the tolerance, else none."""
     model = load_model("dancer")
     span = np.asarray(model.qa_max, float) - np.asarray(model.qa_min, float)
     for qa in ([0.0, 0.0, 0.0], [0.3, -0.5, 1.0], [-0.4, 0.8, -1.2]):
@@ -91,7 +94,13 @@ def test_the_dither_moves_the_held_centre_of_mass_least_and_within_its_bound():
     dither = dither_for(flat, -np.ones(3), np.ones(3), TOL, 6.0, [])
     assert np.linalg.norm(flat @ dither.amplitude) == pytest.approx(TASK_FRACTION * TOL)
     assert np.linalg.norm(dither.amplitude) >= MIN_SCALE * RANGE_FRACTION * 2 * np.sqrt(3)
-    assert dither_for(2 * flat, -np.ones(3), np.ones(3), TOL, 6.0, []) is None  # below it
+    # below MIN_SCALE: kept at MIN_SCALE where the task then moves within WIDE_TASK_FRACTION
+    # × the tolerance (here 0.3 mm of 1 mm), else none
+    wide = dither_for(2 * flat, -np.ones(3), np.ones(3), TOL, 6.0, [])
+    np.testing.assert_allclose(np.abs(wide.amplitude), MIN_SCALE * RANGE_FRACTION * 2)
+    assert TASK_FRACTION * TOL < np.linalg.norm(2 * flat @ wide.amplitude) <= \
+        WIDE_TASK_FRACTION * TOL
+    assert dither_for(8 * flat, -np.ones(3), np.ones(3), TOL, 6.0, []) is None  # 1.2 mm
     assert dither_for(flat, np.full(3, -np.inf), np.full(3, np.inf), TOL, 6.0, []) is None
 
 
@@ -438,41 +447,49 @@ def test_the_effort_change_the_estimate_predicts_is_the_statics_and_knows_its_er
     assert np.all(error < far)  # a small move's change is known better than a large one's
 
 
-def test_the_friction_tests_dithered_window_is_followed_by_its_undithered_one_in_place():
-    """After the friction test's dithered window the next correction waits: the undithered
-    window it is compared with rests where the dithered one did (a correction between them
-    changes the efforts with the pose; on ``real`` the dancer's first target was corrected
-    after every dithered window, so the test was never made and friction never shown, and
-    the target ended 35 mm off). The window after it is corrected as ever, and so is every
-    dithered window once friction is shown."""
+def test_the_friction_tests_dithered_window_is_followed_by_its_undithered_one_in_place(
+        tmp_path):
+    """Where the masses look off after the friction test's dithered window (the efforts of
+    ``mixed15``'s dancer, its bodies 5–15 % off: a task bias of :data:`TEST_BIAS` sigmas or
+    more), the next correction waits: the undithered window it is compared with rests where
+    the dithered one did (a correction between them changes the efforts with the pose; on
+    ``real`` the dancer's first target was corrected after every dithered window, so the
+    test was never made and friction never shown, and the target ended 35 mm off). The
+    window after it is corrected as ever. Where they do not (the model's own efforts, as on
+    ``stiff10``), and wherever friction is already shown, a dithered window is corrected at
+    once."""
     model = load_model("dancer")
+    plant = load_model(write_named("dancer", "mixed15", tmp_path))
     plan = plan_target(model, np.asarray(RESTING, float), [np.zeros(model.n)], TOL,
                        period=0.004)
-    r = Retargeting(model, 0.004, TOL)
-    r.begin(plan, True)
-    assert r.dithering and r.friction_test == "due"
     A = np.asarray(model.C, float)[:model.m]
-    efforts = np.linalg.lstsq(A.T, model.G(plan.q_goal), rcond=None)[0]
     x = np.asarray(model.fk(plan.q_goal), dtype=float)
     off = np.array([0.01, 0.0])  # 10 mm: well over the threshold
     lo, hi = np.asarray(model.qa_min, float), np.asarray(model.qa_max, float)
 
-    def window() -> np.ndarray | None:
+    def window(r: Retargeting, efforts: np.ndarray) -> np.ndarray | None:
         while not r.observe(x + off, x, plan.qa_goal, 0, plan.q_goal, efforts):
             pass
         return r.correction(plan.q_goal, plan.qa_goal, 1.0, lo, hi)
 
-    assert window() is None and r.total == 0 and r.friction_test == "dithered"
+    def begun(friction: bool = False) -> Retargeting:
+        r = Retargeting(model, 0.004, TOL)
+        r.friction = friction
+        r.begin(plan, True)
+        assert r.dithering and r.friction_test == "due"
+        return r
+
+    off_masses = np.linalg.lstsq(A.T, plant.G(plan.q_goal), rcond=None)[0]
+    r = begun()
+    assert window(r, off_masses) is None and r.total == 0 and r.friction_test == "dithered"
+    q = plan.q_goal
+    assert np.linalg.norm(r.masses.bias(q)) >= TEST_BIAS * r.masses.com_sigma(q)
     assert not r.dithering and not r.ended  # the next window: undithered, in place
-    assert window() is not None and r.total == 1 and r.friction_test == "done"
-    assert not r.friction  # the model's own efforts: none
-    # with friction shown before any test (the windows' disagreement), there is nothing to
-    # test: a dithered window is corrected at once
-    r = Retargeting(model, 0.004, TOL)
-    r.friction = True
-    r.begin(plan, True)
-    assert r.dithering
-    assert window() is not None and r.total == 1 and r.friction_test == "due"
+    assert window(r, off_masses) is not None and r.total == 1 and r.friction_test == "done"
+    assert not r.friction  # the same efforts: none
+    own = np.linalg.lstsq(A.T, model.G(plan.q_goal), rcond=None)[0]
+    for r, test in ((begun(), "dithered"), (begun(friction=True), "due")):
+        assert window(r, own) is not None and r.total == 1 and r.friction_test == test
 
 
 def test_the_first_target_on_the_real_plant_shows_friction_within_seconds(real, tmp_path):

@@ -211,6 +211,13 @@ FRICTION_WINDOWS = 4
 #: this many of their combined errors (the dancer's first target: 3.7 on ``real``, 5.8 on
 #: ``friction``; 1.7 on ``slack+noise``, ≤ 1 on ``mixed15`` and the exact model).
 FRICTION_TEST = 3.0
+#: The correction a window calls for waits for the friction test's undithered window after
+#: its dithered one (:meth:`Retargeting.correction`) only where the estimate of the masses
+#: then shows a task bias of this many of its sigmas: the masses look off, and whether
+#: friction hides them decides how they are learnt (the dancer's first target on ``real``:
+#: 2–8 sigmas; on ``stiff10``, its masses the model's and its springs off, 0.05, and
+#: waiting a window there took the first target past 3 T).
+TEST_BIAS = 1.5
 #: With friction shown, the setpoints are dithered while the estimate pins the centre of
 #: mass where the arm rests down to no better than this fraction of :data:`BIAS_SIGMA` ×
 #: the tolerance (0.5, or at most 2 dithered windows per plan, left the rate gain paused
@@ -469,9 +476,10 @@ class Retargeting:
         the windows have shown friction (:meth:`_watch_friction`), not at all after.
 
         The friction test: the first window is dithered (so that it teaches whatever the
-        test finds), and the undithered one after it, where the arm still rests (the
-        correction the dithered window calls for waits for it, :meth:`correction`), is
-        compared with it; a new plan between them makes the test due again. Windows where
+        test finds), and the undithered one after it is compared with it (where the masses
+        look off, the correction the dithered window calls for waits for it, so that it
+        rests where the dithered one did: :meth:`correction`); a new plan between them makes
+        the test due again. Windows where
         the arm rests in one place
         agree with each other however much friction holds it there (``real``: the dancer's
         first target gave 12 windows of reduced χ² 1–3 over 50 s and an estimate 14 mm off
@@ -750,7 +758,8 @@ class Retargeting:
         the model with its springs so scaled, at where the arm rests, instead of the model's
         at q̄ (the dancer's pointe 10 % stiffer: a held map 40 % off).
 
-        The friction test's dithered window (:meth:`teach`) makes none: the undithered
+        The friction test's dithered window (:meth:`teach`) makes none where the estimate
+        of the masses then shows a task bias of :data:`TEST_BIAS` sigmas: the undithered
         window it is compared with rests where it did (on ``real`` the dancer's first target
         was corrected after each dithered window, the test made again and again and never
         ended, and it stood 20–43 mm off)."""
@@ -785,8 +794,11 @@ class Retargeting:
                        bool(dither))
             self._choose_dither(q_mid)
             shift = self.take_bias(q_mid)
-            # the friction test's dithered window: its undithered one next, from here
-            testing = bool(dither) and self.friction_test == "dithered"
+            # the friction test's dithered window: its undithered one next, from here,
+            # where the masses look off
+            testing = bool(dither) and self.friction_test == "dithered" and \
+                float(np.linalg.norm(self.masses.bias(q_mid))) >= \
+                TEST_BIAS * self.masses.com_sigma(q_mid)
         else:
             shift, testing = np.zeros_like(mismatch), False
         self._clear()
