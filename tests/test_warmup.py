@@ -18,6 +18,8 @@ import textwrap
 import threading
 import time
 
+import pytest
+
 from poise.api.state import State
 from poise.cli.compiling import CompileView
 from poise.controller.config import load_config
@@ -39,6 +41,7 @@ def fresh_cache_env(tmp_path) -> dict[str, str]:
 
 # ------------------------------------------------------------------ what poise run says
 
+@pytest.mark.timeout(COMPILE + SLOW)  # its own deadlines, not the suite's 300 s
 def test_poise_run_says_what_starts_before_its_first_kernel_compiles(tmp_path):
     """With an empty cache the first line (model, algorithm, device) comes first, then the
     notice that a first start compiles (how long, and ``poise warmup``), then the first step
@@ -186,6 +189,8 @@ LOAD_AS_A_RUN = textwrap.dedent("""
 """)
 
 
+@pytest.mark.timeout(COMPILE + 3 * SLOW)  # its own deadlines (a first compile under load
+# took over 300 s, the suite's default, with a suite and two simulations beside it)
 def test_warmup_fills_the_cache_so_that_a_new_process_loads_every_kernel_without_compiling(
         tmp_path):
     env = fresh_cache_env(tmp_path)
