@@ -44,6 +44,8 @@ TARGET_MODES = ("move", "stream")
 MAX_REFERENCE_SAMPLES = 1000
 #: Held-configuration algorithms and the classic baseline the loop can run.
 ALGORITHMS = ("alg1", "alg2", "plain")
+#: ... of which those restricted to configurations the robot holds (``G_u(q) = 0``).
+HELD_ALGORITHMS = ALGORITHMS[:2]
 #: Actuator updates of Algorithm 1 (see :func:`poise.ik.held.algorithm1_step`).
 UPDATES = ("inverse", "pinv", "dls", "transpose")
 MODES = ("ff", "fb")
@@ -275,6 +277,7 @@ __all__ = [
     "DYNAMIXEL_PREFIX",
     "GAIN_KEYS",
     "GAIN_UNCERTAINTY",
+    "HELD_ALGORITHMS",
     "MAX_DURATION",
     "MAX_RATE",
     "MAX_REFERENCE_SAMPLES",

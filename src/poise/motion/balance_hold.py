@@ -30,9 +30,6 @@ from poise.motion.safety import SafetyLimits
 if TYPE_CHECKING:
     from poise.motion.planner import TargetPlan
 
-#: The algorithms whose held configurations the balance controller takes over from.
-HELD_ALGORITHMS = ("alg1", "alg2")
-
 
 class BalanceHold:
     """The balance controller and when it holds a plan (see the module docstring).
@@ -115,4 +112,4 @@ class BalanceHold:
             self.controller.stop()
 
 
-__all__ = ["HELD_ALGORITHMS", "BalanceHold"]
+__all__ = ["BalanceHold"]

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from poise.api.rules import HELD_ALGORITHMS
 from poise.motion.stability import ALGORITHM_GAINS, IKGains, LoopLinearisation, Mode
 
 #: Default gains are this fraction of the feedback loop's (robust) stability bound (capped at the
@@ -203,7 +204,7 @@ def assess(loop: LoopLinearisation, g: IKGains, auto: Iterable[str] = ()
     gain_max_fb = {key: loop.bound(key, fb) for key in keys}
     gain_max = gain_max_fb if g.mode == "fb" else {key: loop.bound(key, live) for key in keys}
     slow = loop.structural_modes()
-    projection = loop.projection if g.algorithm in ("alg1", "alg2") else None
+    projection = loop.projection if g.algorithm in HELD_ALGORITHMS else None
     left_out = 0 if projection is None else loop.k - round(float(np.trace(projection)))
     report = StabilityReport(
         g.algorithm, g.mode, gain_max, gain_max_fb, defaults, slow[0] if slow else None,

@@ -24,10 +24,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from poise.api.rules import HELD_ALGORITHMS
 from poise.models.actuation import join, split
 from poise.models.base import FloatArray, MechanicalModel
 from poise.motion.balance import BalanceController, balances
-from poise.motion.balance_hold import HELD_ALGORITHMS, BalanceHold
+from poise.motion.balance_hold import BalanceHold
 from poise.motion.motion_planner import MotionPlanner, MotionState
 from poise.motion.options import MotionOptions
 from poise.motion.params import LiveParams
