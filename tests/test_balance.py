@@ -5,6 +5,7 @@ hysteresis, dead band, quantised, noisy and delayed sensors)."""
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 
@@ -17,8 +18,10 @@ from poise.ik.statics import solve_statics
 from poise.models import load_model
 from poise.models.actuation import Ga, Gu, join, split
 from poise.models.registry import builtin_path
-from poise.motion.balance import BalanceController, balances
+from poise.motion.balance import ENGAGE_RADIUS, BalanceController, balances
 from poise.motion.balance_design import continuous_plant, coordinate_blocks, design
+from poise.motion.balance_hold import REST_PERIODS, REST_RANGE, REST_S, BalanceHold
+from poise.motion.dither import Dither
 from poise.motion.safety import SafetyLimits
 from poise.sim import make_plant
 from poise.sim.named import named_text, write_named
@@ -216,6 +219,85 @@ def test_the_loop_hands_each_target_to_the_balance_controller_which_holds_it(tmp
         assert peak <= float(np.max(loop.limits.qa_rate)) + 1e-9
     totals = balance.summary()["totals"]
     assert totals["starts"] == len(targets) and totals["gave_up"] == 0
+
+
+def test_the_hold_starts_where_the_pointe_is_still_near_its_aim_with_an_estimate_to_aim_with():
+    """:class:`BalanceHold` (``"auto"``) at rest on a plan whose slowest mode's damped period
+    is 3 s (:func:`rest_span`: the pointe still over 1.5 s): no start while the pointe swings
+    at 0.135 rad/s through the aim, nor while it sways 15 mrad either way (each 0.5 s near
+    a turning point ranges over less than :data:`REST_RANGE`), none before the span of a
+    still pointe (one encoder count of noise) has been seen, none where the task is beyond
+    :data:`ENGAGE_RADIUS` or the estimate of the masses is not to be aimed with
+    (``pinned``); else the start, due the cycle the last of these holds, made after it."""
+    model = load_model("dancer")
+    q_star = _held(model, NEAR_FOLD)
+    qa_star = split(model, q_star)[0]
+    aim = np.asarray(model.fk(q_star), dtype=float)
+    limits = SafetyLimits(np.asarray(model.qa_min, float), np.asarray(model.qa_max, float),
+                          np.full(model.m, 1.0))
+    plan = object()  # the plan held: only its identity matters here
+    damped = 3.0
+    span = max(REST_S, REST_PERIODS * damped)
+    rest = math.ceil(span / PERIOD)
+
+    def first_start(pointe, pinned=True, offset=(0.0, 0.0)) -> int | None:
+        """The cycle of the first start (None: none) over the pointe's angles ``pointe``."""
+        hold = BalanceHold(model, PERIOD)
+        for i, q0 in enumerate(pointe):
+            q = join(model, qa_star, np.array([q0]))
+            assert not hold.engage(plan, q, aim + np.asarray(offset), lambda: pinned, span)
+            hold.design(plan, qa_star, True, limits)
+            if hold.active:
+                assert hold.engage(plan, q, aim, lambda: pinned, span)  # held from now on
+                return i
+        return None
+
+    q0 = float(split(model, q_star)[1][0])
+    n = 3 * rest
+    t = PERIOD * np.arange(n)
+    swinging = q0 + 0.135 * (t - t[-1] / 2)  # through the aim
+    assert first_start(swinging) is None
+    swaying = q0 + 0.015 * np.cos(2 * np.pi * t / damped)
+    assert np.ptp(swaying[:round(0.5 / PERIOD)] - swaying[0]) < REST_RANGE  # a turning point
+    assert first_start(swaying) is None
+    noise = np.random.default_rng(1).uniform(-0.5, 0.5, n) * 2 * np.pi / 4096
+    assert first_start(q0 + noise) == rest
+    assert first_start(np.concatenate([swinging, q0 + noise])) == n + rest
+    assert first_start(q0 + noise, pinned=False) is None
+    assert first_start(q0 + noise, offset=(1.05 * ENGAGE_RADIUS, 0.0)) is None
+    assert first_start(q0 + noise, offset=(0.95 * ENGAGE_RADIUS, 0.0)) == rest
+
+
+def test_while_it_holds_the_target_a_dithered_windows_setpoints_go_out_dithered(tmp_path):
+    """A resting window whose dither is due (:mod:`poise.motion.dither`) while the balance
+    controller holds the target: what is sent is its setpoint plus the dither, as the
+    window's static fits assume (before, the window counted as dithered while nothing was
+    added, and it taught the masses efforts friction held anywhere in its band)."""
+    config = config_for("dancer", "fb", "alg1", _imperfect_dancer(tmp_path))
+    loop = SimulatedLoop(replace(config, loop=replace(config.loop, balance="on")), seed=5)
+    truth = loop.plant.physical
+    target = reachable_targets(truth, loop.limits.qa_min, loop.limits.qa_max, 1, 21)[0]
+    loop.start()
+    loop.set_target(np.asarray(target, dtype=float))
+    for _ in range(round(30.0 / loop.period)):
+        loop.cycle()
+        if loop.step.balancing:
+            break
+    assert loop.step.balancing
+    loop.run(3.0)  # the start's windows done with
+    r = loop.step.retarget
+    r.dither = Dither(2 * np.pi, np.array([1e-3, -1e-3, 5e-4]))
+    r.reset_window()  # the next window is dithered
+    sent = []
+    for _ in range(round(1.0 / loop.period)):
+        out = loop.cycle()
+        assert loop.step.balancing
+        offset = r.dither_offset()  # None: the window started again (its dither at 0)
+        if offset is not None:
+            assert np.allclose(out.qa - loop.step.stepper.qa, offset, rtol=0, atol=1e-12)
+            sent.append(offset)
+    assert len(sent) >= 0.5 / loop.period
+    assert np.max(np.abs(sent), axis=0) == pytest.approx([1e-3, 1e-3, 5e-4], rel=0.05)
 
 
 def test_a_redesign_on_the_way_is_bumpless(tmp_path):

@@ -10,25 +10,54 @@ estimator, one setpoint per cycle). :class:`BalanceHold` is the rule around it t
   windows showed friction (:mod:`poise.motion.dither`), with ``"on"`` always, and never a
   plan it gave up on (the IK holds that one from then on);
 * it starts where the task is within :data:`~poise.motion.balance.ENGAGE_RADIUS` of its aim
-  (with ``"auto"`` also once the masses' estimate pins the centre of mass down to the
-  tolerance, :mod:`poise.motion.masses`), and the start (a design, a few milliseconds) is
-  made after the cycle's setpoint went out (:meth:`BalanceHold.design`);
+  and the passive joints are still (:data:`REST_RANGE` over half the slowest mode's
+  period, :func:`rest_span`: the controller's estimator starts them at rest), with
+  ``"auto"`` also once the masses' estimate pins the centre of mass down to the tolerance
+  (:mod:`poise.motion.masses`: its aim is the plant's, and the controller learns no more
+  about it at rest in one place); the start (a design, a few milliseconds) is made after
+  the cycle's setpoint went out (:meth:`BalanceHold.design`);
 * it stops as soon as this no longer holds.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from poise.models.actuation import split
 from poise.models.base import FloatArray, MechanicalModel
 from poise.motion.balance import ENGAGE_RADIUS, BalanceController
 from poise.motion.safety import SafetyLimits
 
 if TYPE_CHECKING:
     from poise.motion.planner import TargetPlan
+
+#: The passive joints are still where the range of each over the last :func:`rest_span` is
+#: at most this [rad]: a sway of at most this amplitude (the dancer's pointe: about 10 mm of
+#: its centre of mass, at 2π × this / T_d ≈ 10–20 mrad/s). The controller's estimator starts
+#: the passive joints at rest; on ``real``, seed 16, a start while the pointe swung at
+#: 0.135 rad/s through the engage radius gave up 0.27 s later 40 mm off, and the arm fell
+#: 180 mm away.
+REST_RANGE = 0.01
+#: The span is this fraction of the damped period ``T_d`` of the plan's slowest structural
+#: mode: a sway's range over half its period is at least its amplitude, wherever the span
+#: falls (over 0.5 s the pointe turning at the end of its swing ranged over 5 mrad, and
+#: passed at 0.042 rad/s a moment later).
+REST_PERIODS = 0.5
+#: ... and at least this long [s].
+REST_S = 0.5
+
+
+def rest_span(plan: TargetPlan) -> float:
+    """The span [s] over which the passive joints must be still for a start on ``plan``:
+    :data:`REST_PERIODS` of its slowest structural mode's damped period, at least
+    :data:`REST_S`."""
+    slow = plan.slowest_mode()
+    damped = slow.damped_period if slow is not None else math.nan
+    return max(REST_S, REST_PERIODS * damped) if math.isfinite(damped) else REST_S
 
 
 class BalanceHold:
@@ -52,6 +81,12 @@ class BalanceHold:
         #: A start found due by :meth:`engage`, made by :meth:`design`: the plan, the
         #: measured q (n,) and the aim (task_dim,).
         self._due: tuple[TargetPlan, FloatArray, FloatArray] | None = None
+        self.period = period
+        #: The passive joints' least and greatest values (n − m,) [rad] over the samples at
+        #: rest on a plan since they last left :data:`REST_RANGE`, and how many
+        #: (:meth:`still`).
+        self._still: tuple[FloatArray, FloatArray] = (np.zeros(0), np.zeros(0))
+        self._still_samples = 0
 
     @property
     def active(self) -> bool:
@@ -64,21 +99,38 @@ class BalanceHold:
         return plan is not None and plan is not self.left and (friction or self.always)
 
     def engage(self, plan: TargetPlan, q: FloatArray, aim: FloatArray,
-               pinned: Callable[[], bool]) -> bool:
+               pinned: Callable[[], bool], rest_s: float = REST_S) -> bool:
         """This cycle, at rest on ``plan`` where it is :meth:`allowed` (the caller checks
         both): whether the controller takes it, aiming at ``aim`` (task_dim,) [task units].
         Not yet active, it is due to start where the measured task ``h(q)`` is within
-        :data:`~poise.motion.balance.ENGAGE_RADIUS` of ``aim`` and (with ``"auto"``)
-        ``pinned()`` says the masses' estimate pins the centre of mass down; the start is
-        made by :meth:`design`, and this cycle stays the IK's."""
+        :data:`~poise.motion.balance.ENGAGE_RADIUS` of ``aim``, the passive joints are
+        :meth:`still` over ``rest_s`` [s] (:func:`rest_span` of the plan), and (with
+        ``"auto"``) ``pinned()`` says the masses' estimate pins the centre of mass down;
+        the start is made by :meth:`design`, and this cycle stays the IK's."""
         controller = self.controller
         if controller.active:
             controller.retarget(aim)
             return True
-        if float(np.linalg.norm(self.model.fk(q) - aim)) <= ENGAGE_RADIUS and \
-                (self.always or pinned()):
+        near = float(np.linalg.norm(self.model.fk(q) - aim)) <= ENGAGE_RADIUS
+        if self.still(q, rest_s) and near and (self.always or pinned()):
             self._due = (plan, np.array(q, dtype=float), aim)
         return False
+
+    def still(self, q: FloatArray, rest_s: float) -> bool:
+        """With the measured ``q`` (n,) of this cycle at rest on a plan: whether each passive
+        joint has stayed within a range of :data:`REST_RANGE` [rad] over the last ``rest_s``
+        [s] (the samples since the range was last exceeded, counted from the one that
+        exceeded it; :meth:`stop` forgets them). O(1) per cycle."""
+        qu = split(self.model, np.asarray(q, dtype=float))[1]
+        lo, hi = self._still
+        if self._still_samples == 0 or \
+                float(np.max(np.maximum(hi, qu) - np.minimum(lo, qu))) > REST_RANGE:
+            self._still, self._still_samples = (qu.copy(), qu.copy()), 1
+        else:
+            np.minimum(lo, qu, out=lo)
+            np.maximum(hi, qu, out=hi)
+            self._still_samples += 1
+        return self._still_samples > math.ceil(rest_s / self.period)
 
     def setpoint(self, plan: TargetPlan | None, q: FloatArray, x: FloatArray
                  ) -> FloatArray | None:
@@ -107,9 +159,11 @@ class BalanceHold:
             controller.refresh()
 
     def stop(self) -> None:
-        """Disengage, if engaged (a new plan, a followed reference, a restart)."""
+        """Disengage, if engaged (a new plan, a followed reference, a restart), and forget
+        the passive joints seen at rest (:meth:`still`)."""
+        self._still_samples = 0
         if self.controller.active:
             self.controller.stop()
 
 
-__all__ = ["BalanceHold"]
+__all__ = ["REST_PERIODS", "REST_RANGE", "REST_S", "BalanceHold", "rest_span"]

@@ -28,7 +28,7 @@ from poise.api.rules import HELD_ALGORITHMS
 from poise.models.actuation import join, split
 from poise.models.base import FloatArray, MechanicalModel
 from poise.motion.balance import BalanceController, balances
-from poise.motion.balance_hold import BalanceHold
+from poise.motion.balance_hold import BalanceHold, rest_span
 from poise.motion.motion_planner import MotionPlanner, MotionState
 from poise.motion.options import MotionOptions
 from poise.motion.params import LiveParams
@@ -245,6 +245,9 @@ class ControlStep:
         #: None: not such a task, ``balance = "off"``, or no re-targeting.
         self.hold: BalanceHold | None = BalanceHold(model, period, balance) \
             if tolerance is not None and balance != "off" and balances(model) else None
+        #: The plan the balance controller may hold and the span its passive joints must be
+        #: still over first (:func:`~poise.motion.balance_hold.rest_span`) [s].
+        self._rest: tuple[TargetPlan | None, float] = (None, 0.0)
 
     def make_plan(self, target: FloatArray, q_measured: FloatArray | None,
                   tol: float, params: LiveParams | None = None) -> TargetPlan:
@@ -855,7 +858,8 @@ class ControlStep:
         resting on the current plan (its move arrived, no reference followed, ``p`` aiming
         at its target) where the hold is :meth:`~poise.motion.balance_hold.BalanceHold.
         allowed`; it stops where this no longer holds. Its aim is the plan's target plus the
-        task bias (:mod:`poise.motion.masses`)."""
+        task bias (:mod:`poise.motion.masses`), and it starts once the estimate of the
+        masses pins the centre of mass down to the tolerance."""
         hold, r, plan = self.hold, self.retarget, self.plan
         if hold is None or r is None:
             return False
@@ -864,14 +868,18 @@ class ControlStep:
             hold.stop()
             return False
         aim = self._serving(plan) if self._bias is None else self._serving(plan) + self._bias
+        if self._rest[0] is not plan:
+            self._rest = (plan, rest_span(plan))
         return hold.engage(plan, q, aim,
-                           lambda: r.masses.com_sigma(q) <= BIAS_SIGMA * r.tolerance)
+                           lambda: r.masses.com_sigma(q) <= BIAS_SIGMA * r.tolerance,
+                           self._rest[1])
 
     def _balance_cycle(self, stepper: Stepper, q: FloatArray, p: LiveParams,
                        saturated: bool, efforts: Any) -> StepOutput:
         """One cycle of the balance controller: its setpoint through the safety layer,
         q̄ made consistent with it, and sampled re-targeting's watch (its windows go on
-        learning the masses; their corrections are not moved, :meth:`_correction_move`)."""
+        learning the masses, dithered until the estimate pins the centre of mass down,
+        :meth:`_dithered`; their corrections are not moved, :meth:`_correction_move`)."""
         hold = self.hold
         assert hold is not None
         self._cycles += 1
@@ -892,7 +900,8 @@ class ControlStep:
         tau = stepper.tau if self.effort_feedforward else None
         if not all_finite(stepper.qa, tau, stepper.q_bar):
             raise StepFault(f"non-finite setpoint (balance, {p.algorithm})")
-        return StepOutput(stepper.qa, tau, x_meas, x_meas, stepper.q_bar, stepper.residual)
+        return StepOutput(self._dithered(stepper.qa), tau, x_meas, x_meas, stepper.q_bar,
+                          stepper.residual)
 
     @property
     def balance(self) -> BalanceController | None:
@@ -938,9 +947,10 @@ class ControlStep:
             self.rebranches += 1
 
     def _dithered(self, qa: FloatArray) -> FloatArray:
-        """The setpoint sent for the IK's ``qa``: with sampled re-targeting's dither of a
-        resting window added (:mod:`poise.motion.dither`; the IK's own ``qa`` keeps none),
-        within the limits; ``qa`` itself when there is none."""
+        """The setpoint sent for the IK's (or the balance controller's) ``qa``: with sampled
+        re-targeting's dither of a resting window added (:mod:`poise.motion.dither`; the
+        stepper's own ``qa`` keeps none), within the limits; ``qa`` itself when there is
+        none."""
         offset = self.retarget.dither_offset() if self.retarget is not None else None
         if offset is None:
             return qa
