@@ -87,6 +87,8 @@ class BalanceHold:
         #: (:meth:`still`).
         self._still: tuple[FloatArray, FloatArray] = (np.zeros(0), np.zeros(0))
         self._still_samples = 0
+        #: The plan last asked about and its :func:`rest_span` [s] (made once per plan).
+        self._span: tuple[TargetPlan | None, float] = (None, REST_S)
 
     @property
     def active(self) -> bool:
@@ -99,18 +101,22 @@ class BalanceHold:
         return plan is not None and plan is not self.left and (friction or self.always)
 
     def engage(self, plan: TargetPlan, q: FloatArray, aim: FloatArray,
-               pinned: Callable[[], bool], rest_s: float = REST_S) -> bool:
+               pinned: Callable[[], bool], rest_s: float | None = None) -> bool:
         """This cycle, at rest on ``plan`` where it is :meth:`allowed` (the caller checks
         both): whether the controller takes it, aiming at ``aim`` (task_dim,) [task units].
         Not yet active, it is due to start where the measured task ``h(q)`` is within
         :data:`~poise.motion.balance.ENGAGE_RADIUS` of ``aim``, the passive joints are
-        :meth:`still` over ``rest_s`` [s] (:func:`rest_span` of the plan), and (with
+        :meth:`still` over ``rest_s`` [s] (None: :func:`rest_span` of the plan), and (with
         ``"auto"``) ``pinned()`` says the masses' estimate pins the centre of mass down;
         the start is made by :meth:`design`, and this cycle stays the IK's."""
         controller = self.controller
         if controller.active:
             controller.retarget(aim)
             return True
+        if rest_s is None:
+            if self._span[0] is not plan:
+                self._span = (plan, rest_span(plan))
+            rest_s = self._span[1]
         near = float(np.linalg.norm(self.model.fk(q) - aim)) <= ENGAGE_RADIUS
         if self.still(q, rest_s) and near and (self.always or pinned()):
             self._due = (plan, np.array(q, dtype=float), aim)

@@ -28,7 +28,7 @@ from poise.api.rules import HELD_ALGORITHMS
 from poise.models.actuation import join, split
 from poise.models.base import FloatArray, MechanicalModel
 from poise.motion.balance import BalanceController, balances
-from poise.motion.balance_hold import BalanceHold, rest_span
+from poise.motion.balance_hold import BalanceHold
 from poise.motion.motion_planner import MotionPlanner, MotionState
 from poise.motion.options import MotionOptions
 from poise.motion.params import LiveParams
@@ -245,9 +245,6 @@ class ControlStep:
         #: None: not such a task, ``balance = "off"``, or no re-targeting.
         self.hold: BalanceHold | None = BalanceHold(model, period, balance) \
             if tolerance is not None and balance != "off" and balances(model) else None
-        #: The plan the balance controller may hold and the span its passive joints must be
-        #: still over first (:func:`~poise.motion.balance_hold.rest_span`) [s].
-        self._rest: tuple[TargetPlan | None, float] = (None, 0.0)
 
     def make_plan(self, target: FloatArray, q_measured: FloatArray | None,
                   tol: float, params: LiveParams | None = None) -> TargetPlan:
@@ -868,11 +865,8 @@ class ControlStep:
             hold.stop()
             return False
         aim = self._serving(plan) if self._bias is None else self._serving(plan) + self._bias
-        if self._rest[0] is not plan:
-            self._rest = (plan, rest_span(plan))
         return hold.engage(plan, q, aim,
-                           lambda: r.masses.com_sigma(q) <= BIAS_SIGMA * r.tolerance,
-                           self._rest[1])
+                           lambda: r.masses.com_sigma(q) <= BIAS_SIGMA * r.tolerance)
 
     def _balance_cycle(self, stepper: Stepper, q: FloatArray, p: LiveParams,
                        saturated: bool, efforts: Any) -> StepOutput:
