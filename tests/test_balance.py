@@ -240,15 +240,16 @@ def test_the_hold_starts_where_the_pointe_is_still_near_its_aim_with_an_estimate
     span = max(REST_S, REST_PERIODS * damped)
     rest = math.ceil(span / PERIOD)
 
-    def first_start(pointe, pinned=True, offset=(0.0, 0.0)) -> int | None:
-        """The cycle of the first start (None: none) over the pointe's angles ``pointe``."""
+    def first_start(pointe, pinned=lambda _distance: True, offset=(0.0, 0.0)) -> int | None:
+        """The cycle of the first start (None: none) over the pointe's angles ``pointe``;
+        ``pinned(distance)`` as :meth:`BalanceHold.engage` asks it."""
         hold = BalanceHold(model, PERIOD)
         for i, q0 in enumerate(pointe):
             q = join(model, qa_star, np.array([q0]))
-            assert not hold.engage(plan, q, aim + np.asarray(offset), lambda: pinned, span)
+            assert not hold.engage(plan, q, aim + np.asarray(offset), pinned, span)
             hold.design(plan, qa_star, True, limits)
             if hold.active:
-                assert hold.engage(plan, q, aim, lambda: pinned, span)  # held from now on
+                assert hold.engage(plan, q, aim, pinned, span)  # held from now on
                 return i
         return None
 
@@ -263,7 +264,11 @@ def test_the_hold_starts_where_the_pointe_is_still_near_its_aim_with_an_estimate
     noise = np.random.default_rng(1).uniform(-0.5, 0.5, n) * 2 * np.pi / 4096
     assert first_start(q0 + noise) == rest
     assert first_start(np.concatenate([swinging, q0 + noise])) == n + rest
-    assert first_start(q0 + noise, pinned=False) is None
+    assert first_start(q0 + noise, pinned=lambda _distance: False) is None
+    # pinned is asked with the task's distance from the aim
+    farther = lambda distance: distance >= 0.5 * ENGAGE_RADIUS  # noqa: E731
+    assert first_start(q0 + noise, pinned=farther, offset=(0.4 * ENGAGE_RADIUS, 0.0)) is None
+    assert first_start(q0 + noise, pinned=farther, offset=(0.6 * ENGAGE_RADIUS, 0.0)) == rest
     assert first_start(q0 + noise, offset=(1.05 * ENGAGE_RADIUS, 0.0)) is None
     assert first_start(q0 + noise, offset=(0.95 * ENGAGE_RADIUS, 0.0)) == rest
 

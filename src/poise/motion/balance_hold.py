@@ -14,8 +14,10 @@ estimator, one setpoint per cycle). :class:`BalanceHold` is the rule around it t
   period, :func:`rest_span`: the controller's estimator starts them at rest), with
   ``"auto"`` also once the masses' estimate pins the centre of mass down to the tolerance
   (:mod:`poise.motion.masses`: its aim is the plant's, and the controller learns no more
-  about it at rest in one place); the start (a design, a few milliseconds) is made after
-  the cycle's setpoint went out (:meth:`BalanceHold.design`);
+  about it at rest in one place), or, where friction ate the IK's last correction and a
+  task bias is in use, to a fraction of the distance left (:func:`pinned_down`); the start
+  (a design, a few milliseconds) is made after the cycle's setpoint went out
+  (:meth:`BalanceHold.design`);
 * it stops as soon as this no longer holds.
 """
 
@@ -49,6 +51,22 @@ REST_RANGE = 0.01
 REST_PERIODS = 0.5
 #: ... and at least this long [s].
 REST_S = 0.5
+#: Where friction ate the IK's last correction (:attr:`Retargeting.eaten
+#: <poise.motion.retarget.Retargeting.eaten>`) and a task bias is in use, a start needs the
+#: estimate of the masses to pin the centre of mass down only to this fraction of the task's
+#: distance from the aim: the controller leaves about a sigma where the IK's corrections
+#: leave most of the distance (the dancer on ``real``, seeds 16 and 18, first target: the
+#: bias known within 0.4–2 mm at sigmas of 2.6–5.9 mm, the IK's corrections ending 16–21 mm
+#: off).
+EATEN_LEAD = 4.0
+
+
+def pinned_down(sigma: float, limit: float, distance: float, eaten: bool) -> bool:
+    """Whether the estimate of the masses, pinning the centre of mass down to ``sigma`` [m],
+    is good enough for a start with the task ``distance`` [m] from the aim: ``sigma`` within
+    ``limit`` [m], or, where friction ate the IK's last correction (``eaten``), within
+    1/:data:`EATEN_LEAD` of ``distance``."""
+    return sigma <= limit or (eaten and EATEN_LEAD * sigma <= distance)
 
 
 def rest_span(plan: TargetPlan) -> float:
@@ -101,13 +119,15 @@ class BalanceHold:
         return plan is not None and plan is not self.left and (friction or self.always)
 
     def engage(self, plan: TargetPlan, q: FloatArray, aim: FloatArray,
-               pinned: Callable[[], bool], rest_s: float | None = None) -> bool:
+               pinned: Callable[[float], bool], rest_s: float | None = None) -> bool:
         """This cycle, at rest on ``plan`` where it is :meth:`allowed` (the caller checks
         both): whether the controller takes it, aiming at ``aim`` (task_dim,) [task units].
         Not yet active, it is due to start where the measured task ``h(q)`` is within
         :data:`~poise.motion.balance.ENGAGE_RADIUS` of ``aim``, the passive joints are
         :meth:`still` over ``rest_s`` [s] (None: :func:`rest_span` of the plan), and (with
-        ``"auto"``) ``pinned()`` says the masses' estimate pins the centre of mass down;
+        ``"auto"``) ``pinned(distance)`` says the masses' estimate pins the centre of mass
+        down well enough with ``h(q)`` that ``distance`` [task units] from ``aim``
+        (:func:`pinned_down`);
         the start is made by :meth:`design`, and this cycle stays the IK's."""
         controller = self.controller
         if controller.active:
@@ -117,8 +137,9 @@ class BalanceHold:
             if self._span[0] is not plan:
                 self._span = (plan, rest_span(plan))
             rest_s = self._span[1]
-        near = float(np.linalg.norm(self.model.fk(q) - aim)) <= ENGAGE_RADIUS
-        if self.still(q, rest_s) and near and (self.always or pinned()):
+        distance = float(np.linalg.norm(self.model.fk(q) - aim))
+        if self.still(q, rest_s) and distance <= ENGAGE_RADIUS and \
+                (self.always or pinned(distance)):
             self._due = (plan, np.array(q, dtype=float), aim)
         return False
 
@@ -172,4 +193,5 @@ class BalanceHold:
             self.controller.stop()
 
 
-__all__ = ["REST_PERIODS", "REST_RANGE", "REST_S", "BalanceHold", "rest_span"]
+__all__ = ["EATEN_LEAD", "REST_PERIODS", "REST_RANGE", "REST_S", "BalanceHold", "pinned_down",
+           "rest_span"]

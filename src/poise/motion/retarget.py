@@ -174,7 +174,11 @@ SWAY_FIT = 2
 #: move); the integrator alone over the same time leaves ``e^{−2 Γ T_d}``: the step is the
 #: faster one while ``Γ T_d < ln 5 ≈ 1.6``. (tendon_3link's Γ up to 10 /s against its
 #: period: the integrator alone; the dancer's 0.13 /s against 3–8 s and the double
-#: pendulum's 0.6–0.9 /s against 1.3 s: corrections.)
+#: pendulum's 0.6–0.9 /s against 1.3 s: corrections.) A dithered window paused the rate gain
+#: (:meth:`ControlStep.backed_off <poise.motion.step.ControlStep.backed_off>`), so it is
+#: corrected whatever the gain (the dancer on ``real``, seed 21, target 2: Γ T_d ≈ 1.9 near a
+#: fold, and the arm stood 131 mm off through two dithered windows, 25 s, with no correction
+#: and the integrator paused).
 SLOW_GAIN = 1.5
 #: The task bias of the masses' estimate (:mod:`poise.motion.masses`) is used from this
 #: multiple of the tolerance (on the exact model it is the effort noise, far below).
@@ -336,6 +340,7 @@ class Retargeting:
         self._short: tuple[Shaper, Mode] | None = None  # ZV and the slowest mode (move)
         #: The corrections made for the current plan, oldest first.
         self.corrections: list[Correction] = []
+        self.answered = math.nan  # (begin)
         #: Corrections made over the whole run (all plans).
         self.total = 0
         #: Why the corrections of the current plan ended (None while they go on), and
@@ -406,6 +411,9 @@ class Retargeting:
         self._first = 0  # the first correction since the corrections last (re)started
         self._rounds = 0  # the rounds of corrections started again after they ended
         self._trust = 1.0  # the trust region's scale (trust_radius × this)
+        #: How the plant answered the plan's last correction the windows measured:
+        #: :func:`reduction_ratio` ρ (NaN: none measured yet); :attr:`eaten`.
+        self.answered = math.nan
         self.stalled = None
         self._stall_count = 0
         self.dither = None
@@ -656,6 +664,14 @@ class Retargeting:
         self.end, self.ended = end, words
 
     @property
+    def eaten(self) -> bool:
+        """The plant answered the plan's last correction by less than :data:`TRUST_GOOD` of
+        the reduction the model said (:attr:`answered`): where the windows showed friction,
+        it ate the step (the dancer's pointe on ``real``: corrections of 100–180 mrad each
+        removing 40–60 % of what they should, 42 → 26 → 22 → 21 mm over 30 s)."""
+        return self.answered < TRUST_GOOD
+
+    @property
     def active(self) -> bool:
         """Corrections go on for the current plan."""
         return self.plan is not None and self.end is None
@@ -831,17 +847,18 @@ class Retargeting:
         elif plant is not None:  # the plant its held efforts show, where it rests
             J = held_jacobian(blocks(plant, resting))
         last = self.corrections[-1] if len(self.corrections) > self._first else None
+        before = float(np.linalg.norm(last.mismatch)) if last is not None else math.inf
+        ratio = reduction_ratio(before, float(np.linalg.norm(answer)), last.residual) \
+            if last is not None else 1.0
         if last is not None and self._before is not None:
             # the plant's answer to the last correction: x_meas moved by m_before − m_now
             J = self._secant = secant_update(J, np.asarray(qa, float) - self._before,
                                              last.mismatch - answer)
+            self.answered = ratio
         if norm <= THRESHOLD * self.tolerance or \
-                self.rate_gain * self._damped_period >= SLOW_GAIN:
-            return None
-        before = float(np.linalg.norm(last.mismatch)) if last is not None else math.inf
+                (not dither and self.rate_gain * self._damped_period >= SLOW_GAIN):
+            return None  # (a dithered window paused the rate gain: nothing else moves it)
         start, retry = np.asarray(qa, dtype=float), False
-        ratio = reduction_ratio(before, float(np.linalg.norm(answer)), last.residual) \
-            if last is not None else 1.0
         if last is not None and math.isfinite(last.radius) and ratio >= TRUST_GOOD:
             self._trust *= TRUST_GROWTH  # the model answered as it said, so far out
         if moved:  # a new aim: its corrections start afresh (the trust kept)

@@ -28,7 +28,7 @@ from poise.api.rules import HELD_ALGORITHMS
 from poise.models.actuation import join, split
 from poise.models.base import FloatArray, MechanicalModel
 from poise.motion.balance import BalanceController, balances
-from poise.motion.balance_hold import BalanceHold
+from poise.motion.balance_hold import BalanceHold, pinned_down
 from poise.motion.motion_planner import MotionPlanner, MotionState
 from poise.motion.options import MotionOptions
 from poise.motion.params import LiveParams
@@ -856,7 +856,9 @@ class ControlStep:
         at its target) where the hold is :meth:`~poise.motion.balance_hold.BalanceHold.
         allowed`; it stops where this no longer holds. Its aim is the plan's target plus the
         task bias (:mod:`poise.motion.masses`), and it starts once the estimate of the
-        masses pins the centre of mass down to the tolerance."""
+        masses pins the centre of mass down to the tolerance, or to a fraction of the
+        distance left where friction ate the IK's last correction
+        (:func:`~poise.motion.balance_hold.pinned_down`)."""
         hold, r, plan = self.hold, self.retarget, self.plan
         if hold is None or r is None:
             return False
@@ -865,8 +867,9 @@ class ControlStep:
             hold.stop()
             return False
         aim = self._serving(plan) if self._bias is None else self._serving(plan) + self._bias
-        return hold.engage(plan, q, aim,
-                           lambda: r.masses.com_sigma(q) <= BIAS_SIGMA * r.tolerance)
+        eaten = r.eaten and self._bias is not None  # aiming with a bias, friction eating
+        return hold.engage(plan, q, aim, lambda distance: pinned_down(
+            r.masses.com_sigma(q), BIAS_SIGMA * r.tolerance, distance, eaten))
 
     def _balance_cycle(self, stepper: Stepper, q: FloatArray, p: LiveParams,
                        saturated: bool, efforts: Any) -> StepOutput:
