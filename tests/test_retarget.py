@@ -742,25 +742,3 @@ def test_the_balance_start_waits_for_less_where_friction_ate_the_iks_correction(
     assert pinned_down(sigma, limit, EATEN_LEAD * sigma * 1.01, eaten=True)
     assert not pinned_down(sigma, limit, EATEN_LEAD * sigma * 0.99, eaten=True)
 
-
-@pytest.mark.parametrize("dithered", [False, True])
-def test_a_dithered_window_is_corrected_whatever_the_rate_gain(dithered):
-    """Where the rate gain is fast against the slowest mode (Γ T_d ≥
-    :data:`~poise.motion.retarget.SLOW_GAIN`) the integrator removes the error and a window
-    makes no correction; but a dithered window paused the rate gain, so nothing else moves
-    the arm, and it is corrected (the dancer on ``real``, seed 21, target 2: 131 mm off
-    through two dithered windows, 25 s, with Γ T_d ≈ 1.9 near a fold)."""
-    model, plan, r = begun_on_the_soft_arm(friction=True)
-    x = np.asarray(model.fk(plan.q_goal), dtype=float)
-    lo, hi = np.asarray(model.qa_min, float), np.asarray(model.qa_max, float)
-    r.rate_gain = 1.2 * retarget.SLOW_GAIN / r._damped_period
-    r.dither = Dither(2 * math.pi, np.full(model.m, 1e-3)) if dithered else None
-    r.reset_window()
-    assert (r._window_dither > 0) is dithered
-    off = np.array([0.02, 0.0])
-    while not r.observe(x + off, x, plan.qa_goal, 0, plan.q_goal):
-        pass
-    goal = r.correction(plan.q_goal, plan.qa_goal, 1.0, lo, hi)
-    assert (goal is not None) is dithered
-    if dithered:
-        np.testing.assert_allclose(r.corrections[-1].mismatch, off, atol=1e-9)

@@ -174,11 +174,7 @@ SWAY_FIT = 2
 #: move); the integrator alone over the same time leaves ``e^{−2 Γ T_d}``: the step is the
 #: faster one while ``Γ T_d < ln 5 ≈ 1.6``. (tendon_3link's Γ up to 10 /s against its
 #: period: the integrator alone; the dancer's 0.13 /s against 3–8 s and the double
-#: pendulum's 0.6–0.9 /s against 1.3 s: corrections.) A dithered window paused the rate gain
-#: (:meth:`ControlStep.backed_off <poise.motion.step.ControlStep.backed_off>`), so it is
-#: corrected whatever the gain (the dancer on ``real``, seed 21, target 2: Γ T_d ≈ 1.9 near a
-#: fold, and the arm stood 131 mm off through two dithered windows, 25 s, with no correction
-#: and the integrator paused).
+#: pendulum's 0.6–0.9 /s against 1.3 s: corrections.)
 SLOW_GAIN = 1.5
 #: The task bias of the masses' estimate (:mod:`poise.motion.masses`) is used from this
 #: multiple of the tolerance (on the exact model it is the effort noise, far below).
@@ -856,8 +852,8 @@ class Retargeting:
                                              last.mismatch - answer)
             self.answered = ratio
         if norm <= THRESHOLD * self.tolerance or \
-                (not dither and self.rate_gain * self._damped_period >= SLOW_GAIN):
-            return None  # (a dithered window paused the rate gain: nothing else moves it)
+                self.rate_gain * self._damped_period >= SLOW_GAIN:
+            return None
         start, retry = np.asarray(qa, dtype=float), False
         if last is not None and math.isfinite(last.radius) and ratio >= TRUST_GOOD:
             self._trust *= TRUST_GROWTH  # the model answered as it said, so far out
