@@ -336,7 +336,7 @@ class Retargeting:
         self._short: tuple[Shaper, Mode] | None = None  # ZV and the slowest mode (move)
         #: The corrections made for the current plan, oldest first.
         self.corrections: list[Correction] = []
-        self.answered = math.nan  # (begin)
+        self.answered = math.nan  # how the plant answered the last correction (begin)
         #: Corrections made over the whole run (all plans).
         self.total = 0
         #: Why the corrections of the current plan ended (None while they go on), and
